@@ -1,0 +1,191 @@
+"""The fake libvirt host: a ``fakelibvirt.Connection`` that really holds resources.
+
+Nova's fake libvirt tracks which domains exist and run, but not what they
+occupy. :class:`FakeLibvirtHost` extends it: starting a domain claims the
+pCPUs and hugepages its XML asks for (refused with a libvirt-style error on
+conflict or exhaustion), stopping it releases exactly that claim, and
+:meth:`FakeLibvirtHost.ground_truth` answers per cell what is held and by whom.
+"""
+from __future__ import annotations
+
+import collections
+
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.virt.libvirt import config as vconfig
+
+from fake_driver.domain_xml import Claim, parse_claim
+from fake_driver.topology import HostTopology, format_cpu_set
+
+
+def _error(msg: str, code=fakelibvirt.VIR_ERR_OPERATION_FAILED):
+    return fakelibvirt.make_libvirtError(
+        fakelibvirt.libvirtError, msg, error_code=code,
+        error_domain=fakelibvirt.VIR_FROM_QEMU)
+
+
+def capabilities_topology(topo: HostTopology) -> vconfig.LibvirtConfigCapsNUMATopology:
+    """The ``<topology>`` of the host capabilities, built from ``topo``."""
+    caps = vconfig.LibvirtConfigCapsNUMATopology()
+    per_socket = topo.cores * topo.threads
+    for cell in topo.cells:
+        ccell = vconfig.LibvirtConfigCapsNUMACell()
+        ccell.id = cell.id
+        ccell.memory = cell.memory_mb * 1024
+        for index, cpu_id in enumerate(cell.cpus):
+            cpu = vconfig.LibvirtConfigCapsNUMACPU()
+            cpu.id = cpu_id
+            cpu.socket_id = cell.id * topo.sockets + index // per_socket
+            cpu.core_id = (index % per_socket) // topo.threads
+            first = cpu_id - index % topo.threads
+            cpu.siblings = set(range(first, first + topo.threads))
+            ccell.cpus.append(cpu)
+        huge_kb = sum(size * n for size, n in cell.hugepages.items())
+        pools = [(4, (ccell.memory - huge_kb) // 4)] + sorted(cell.hugepages.items())
+        ccell.mempages = fakelibvirt.create_mempages(pools)
+        caps.cells.append(ccell)
+    return caps
+
+
+def host_info(topo: HostTopology) -> fakelibvirt.HostInfo:
+    info = fakelibvirt.HostInfo(
+        cpu_nodes=len(topo.cells), cpu_sockets=topo.sockets,
+        cpu_cores=topo.cores, cpu_threads=topo.threads,
+        kB_mem=sum(c.memory_mb for c in topo.cells) * 1024)
+    info.numa_topology = capabilities_topology(topo)
+    return info
+
+
+class FakeDomain(fakelibvirt.Domain):
+    """A domain that claims its pCPUs and hugepages while it runs."""
+
+    def __init__(self, connection, xml, running=False, transient=False):
+        self.raw_xml = xml  # the fake re-renders XMLDesc; keep what Nova wrote
+        self.claim = connection.claim_of(xml)
+        if running:
+            connection.acquire(self)
+        super().__init__(connection, xml, running=running, transient=transient)
+
+    def createWithFlags(self, flags):
+        if not self.isActive():
+            self._connection.acquire(self)
+        super().createWithFlags(flags)
+
+
+class FakeLibvirtHost(fakelibvirt.Connection):
+    """One compute host's libvirt: topology, domains and what they hold."""
+
+    def __init__(self, topology: HostTopology, dedicated: frozenset, **kwargs):
+        self.topology = topology
+        self.dedicated = frozenset(dedicated)
+        self._held: dict[str, tuple] = {}  # domain name -> (domain, claim)
+        super().__init__('qemu:///system', host_info=host_info(topology),
+                         hostname=topology.name, **kwargs)
+
+    # -- domain life cycle -------------------------------------------------
+    def claim_of(self, xml: str) -> Claim:
+        try:
+            claim = parse_claim(xml, self.dedicated, self.topology.cell_of)
+        except KeyError as exc:
+            raise _error(f"host {self.topology.name}: pCPU {exc.args[0]} does not exist",
+                         fakelibvirt.VIR_ERR_XML_DETAIL) from None
+        except (ValueError, SyntaxError) as exc:
+            raise _error(f"host {self.topology.name}: invalid domain XML: {exc}",
+                         fakelibvirt.VIR_ERR_XML_DETAIL) from None
+        return claim
+
+    def acquire(self, dom: FakeDomain) -> None:
+        """Hold ``dom``'s claim, or raise like libvirt when it cannot be met."""
+        name = dom.name() if hasattr(dom, "_def") else _name_of(dom.raw_xml)
+        pinned = self.pinned_by()
+        for cell, cpus in dom.claim.cpus.items():
+            taken = {cpu: pinned[cpu] for cpu in cpus if cpu in pinned and pinned[cpu] != name}
+            if taken:
+                raise _error(
+                    f"host {self.topology.name}: cannot start domain '{name}': pCPU(s) "
+                    f"{format_cpu_set(taken)} on cell {cell} already pinned by "
+                    f"{', '.join(sorted(set(taken.values())))}")
+        used = self.pages_used()
+        for (cell, size), count in dom.claim.pages.items():
+            total = self.topology.pages_total(cell, size)
+            free = total - used[(cell, size)]
+            if count > free:
+                raise _error(
+                    f"host {self.topology.name}: cannot start domain '{name}': needs {count} "
+                    f"{size} KiB hugepages on cell {cell}, {free} of {total} free")
+        self._held[name] = (dom, dom.claim)
+
+    def _mark_not_running(self, dom):
+        held = self._held.get(dom.name())
+        if held and held[0] is dom:
+            del self._held[dom.name()]
+        super()._mark_not_running(dom)
+
+    def defineXML(self, xml):
+        dom = FakeDomain(connection=self, running=False, transient=False, xml=xml)
+        self._vms[dom.name()] = dom
+        self._emit_lifecycle(dom, fakelibvirt.VIR_DOMAIN_EVENT_DEFINED, 0)
+        return dom
+
+    def createXML(self, xml, flags):
+        dom = FakeDomain(connection=self, running=True, transient=True, xml=xml)
+        self._vms[dom.name()] = dom
+        self._emit_lifecycle(dom, fakelibvirt.VIR_DOMAIN_EVENT_STARTED, 0)
+        return dom
+
+    def getCPUMap(self):
+        cpus = len(self.topology.cpus)
+        return (cpus, [True] * cpus, cpus)
+
+    # -- ground truth ------------------------------------------------------
+    def pinned_by(self) -> dict:
+        """pCPU -> name of the running domain that pins it exclusively."""
+        return {cpu: name for name, (_, claim) in self._held.items()
+                for cpus in claim.cpus.values() for cpu in cpus}
+
+    def pages_used(self) -> collections.Counter:
+        used = collections.Counter()
+        for _, claim in self._held.values():
+            used.update(claim.pages)
+        return used
+
+    def ground_truth(self) -> dict:
+        """Per cell: pinned pCPUs and hugepages used per size, by running domain.
+
+        ``{cell: {"cpus": frozenset, "pages": {size_kb: n},
+        "by_domain": {name: {"cpus": frozenset, "pages": {size_kb: n}}}}}``
+        """
+        return _per_cell(self.topology, {n: c for n, (_, c) in self._held.items()})
+
+    def defined_claims(self) -> dict:
+        """Per cell, what every *defined* domain would hold if started.
+
+        A resize source keeps its shut-off domain until confirm; this is what
+        its resource tracker must keep reserved for a revert.
+        """
+        return _per_cell(self.topology, {d.name(): d.claim for d in self._vms.values()
+                                         if isinstance(d, FakeDomain)})
+
+
+def _name_of(xml: str) -> str:
+    import xml.etree.ElementTree as ET
+    return ET.fromstring(xml).findtext("name", "?")
+
+
+def _per_cell(topo: HostTopology, claims: dict) -> dict:
+    out = {}
+    for cell in topo.cells:
+        by_domain = {}
+        for name, claim in sorted(claims.items()):
+            cpus = claim.cpus.get(cell.id, frozenset())
+            pages = {size: n for (c, size), n in claim.pages.items() if c == cell.id and n}
+            if cpus or pages:
+                by_domain[name] = {"cpus": cpus, "pages": pages}
+        pages = collections.Counter()
+        for held in by_domain.values():
+            pages.update(held["pages"])
+        out[cell.id] = {
+            "cpus": frozenset().union(*(h["cpus"] for h in by_domain.values())),
+            "pages": dict(pages),
+            "by_domain": by_domain,
+        }
+    return out

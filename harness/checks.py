@@ -1,0 +1,176 @@
+"""The oracles: named checks that compare the views with the ledger.
+
+Each check is a plain function ``(ctx) -> list[Finding]`` registered with
+:func:`check`, in the spirit of Hypothesis's ``@invariant``: the runner calls
+every registered check at every checkpoint, so a check cannot be forgotten at
+one phase. A finding carries host/cell, expected and seen, so a report reads
+as a diff.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+
+CHECKS: dict = {}
+
+#: log lines that are evidence of an accounting failure even when nothing raised
+LOG_PATTERNS = (
+    re.compile(r"CPUUnpinningInvalid"),
+    re.compile(r"CPUPinningInvalid"),
+    re.compile(r"Error updating resources for node"),
+    re.compile(r"MemoryPagesUnsupported|MemoryPageSizeNotSupported"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    check: str
+    where: str      # e.g. "host-a cell 0 pinned cpus"
+    expected: object
+    seen: object
+
+    def line(self) -> str:
+        return f"[{self.check}] {self.where}: expected {self.expected!r}, seen {self.seen!r}"
+
+
+@dataclasses.dataclass
+class CheckContext:
+    """What a check may look at: the cloud, the phase's ledger, the views."""
+
+    cloud: object
+    phase: object          # ledger.Phase
+    snap: dict             # views.snapshot()
+    server: str
+    exact_cells: bool      # domains settled: RT cells must equal defined domains
+    reserved_mb: int
+    log_text: str
+
+
+def check(name: str):
+    """Register a check under ``name`` (its id in reports and known findings)."""
+    def deco(fn):
+        CHECKS[name] = fn
+        fn.check_name = name
+        return fn
+    return deco
+
+
+def _cmp(out, name, where, expected, seen):
+    if expected != seen:
+        out.append(Finding(name, where, expected, seen))
+
+
+def _pages_total(cells: dict) -> dict:
+    total = collections.Counter()
+    for cell in cells.values():
+        total.update(cell["pages"])
+    return dict(sorted((k, v) for k, v in total.items() if v))
+
+
+@check("rt")
+def rt_matches_ledger(ctx) -> list:
+    """The resource tracker holds exactly the ledger, per host and per cell."""
+    out = []
+    for host, view in sorted(ctx.snap["rt"].items()):
+        want = ctx.phase.held(host)
+        pinned = sum(len(c["cpus"]) for c in view["cells"].values())
+        _cmp(out, "rt", f"{host} pinned pCPUs", want.pinned, pinned)
+        _cmp(out, "rt", f"{host} hugepages used", dict(sorted(want.pages.items())),
+             _pages_total(view["cells"]))
+        _cmp(out, "rt", f"{host} vcpus_used", want.vcpus, view["vcpus_used"])
+        _cmp(out, "rt", f"{host} memory_mb_used", ctx.reserved_mb + want.memory_mb,
+             view["memory_mb_used"])
+        if ctx.exact_cells:
+            defined = ctx.snap["truth"][host]["defined"]
+            for cell in sorted(defined):
+                seen = view["cells"].get(cell, {"cpus": [], "pages": {}})
+                _cmp(out, "rt", f"{host} cell {cell} pinned cpus (vs domains)",
+                     defined[cell]["cpus"], seen["cpus"])
+                _cmp(out, "rt", f"{host} cell {cell} hugepages used (vs domains)",
+                     defined[cell]["pages"], seen["pages"])
+    return out
+
+
+@check("placement")
+def placement_matches_ledger(ctx) -> list:
+    """Placement allocations per consumer per provider, and provider usages."""
+    out = []
+    want = ctx.phase.allocations()
+    seen = ctx.snap["placement"]["allocations"]
+    for kind in sorted(set(want) | set(seen)):
+        _cmp(out, "placement", f"allocations of the {kind}", want.get(kind, {}), seen.get(kind, {}))
+    usage = collections.defaultdict(collections.Counter)
+    for per_host in want.values():
+        for host, resources in per_host.items():
+            usage[host].update(resources)
+    for host, seen_usage in sorted(ctx.snap["placement"]["usages"].items()):
+        _cmp(out, "placement", f"{host} provider usages", dict(sorted(usage[host].items())), seen_usage)
+    return out
+
+
+@check("truth")
+def ground_truth(ctx) -> list:
+    """Running domains hold the ledger's running flavors, all tracked by the RT."""
+    out = []
+    for host, truth in sorted(ctx.snap["truth"].items()):
+        running = truth["running"]
+        pinned = sum(len(c["cpus"]) for c in running.values())
+        if ctx.exact_cells:
+            want = ctx.phase.running(host)
+            _cmp(out, "truth", f"{host} pCPUs pinned by running domains", want.pinned, pinned)
+            _cmp(out, "truth", f"{host} hugepages held by running domains",
+                 dict(sorted(want.pages.items())), _pages_total(running))
+        rt_cells = ctx.snap["rt"][host]["cells"]
+        for cell, held in sorted(running.items()):
+            rt = rt_cells.get(cell, {"cpus": [], "pages": {}})
+            untracked = sorted(set(held["cpus"]) - set(rt["cpus"]))
+            _cmp(out, "truth", f"{host} cell {cell} pCPUs pinned on the host but free in the RT",
+                 [], untracked)
+            over = {s: n - rt["pages"].get(s, 0) for s, n in held["pages"].items()
+                    if n > rt["pages"].get(s, 0)}
+            _cmp(out, "truth", f"{host} cell {cell} hugepages held on the host beyond the RT", {}, over)
+    return out
+
+
+@check("liveness")
+def liveness(ctx) -> list:
+    """Server, task and migration states are the phase's; nothing in ERROR."""
+    out = []
+    server = ctx.cloud.server(ctx.server)
+    _cmp(out, "liveness", f"server {ctx.server} status", ctx.phase.server_status, server["status"])
+    _cmp(out, "liveness", f"server {ctx.server} task_state", None, server.get("OS-EXT-STS:task_state"))
+    if ctx.phase.migration_status:
+        migration = ctx.cloud.migration_of(ctx.server)
+        _cmp(out, "liveness", f"migration of {ctx.server} status",
+             ctx.phase.migration_status, migration["status"])
+    return out
+
+
+@check("logs")
+def logs_clean(ctx) -> list:
+    """No accounting error was logged (the periodic logs, it does not raise)."""
+    out = []
+    for pattern in LOG_PATTERNS:
+        lines = [ln.strip() for ln in ctx.log_text.splitlines() if pattern.search(ln)]
+        if lines:
+            out.append(Finding("logs", f"log lines matching {pattern.pattern!r}", [],
+                               [ln[:240] for ln in lines[:3]]))
+    return out
+
+
+def run_all(ctx) -> list:
+    out = []
+    for name in CHECKS:
+        out.extend(CHECKS[name](ctx))
+    return out
+
+
+def diff_snapshots(before: dict, after: dict, prefix: str = "") -> list:
+    """Paths where two snapshots differ, as ``(path, before, after)``."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        rows = []
+        for key in sorted(set(before) | set(after), key=str):
+            rows += diff_snapshots(before.get(key), after.get(key), f"{prefix}{key} ".lstrip())
+        return rows
+    return [] if before == after else [(prefix.strip(), before, after)]

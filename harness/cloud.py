@@ -1,0 +1,258 @@
+"""An in-process Nova cloud on fake libvirt hosts, as a ``fixtures.Fixture``.
+
+Real API, conductor, scheduler, placement and one real ComputeManager +
+ResourceTracker + LibvirtDriver per host, assembled by Nova's own functional
+test base (``ServersTestBase``) driven programmatically -- not run as a
+unittest under pytest, which sidesteps Nova's ``_clear_attrs`` teardown
+clash. Periodic tasks are off; the harness runs ``update_available_resource``
+itself. Every stub beyond Nova's own test base is listed in ``STUBS``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import fixtures
+
+from harness.errors import NovaUnusable, RunTimeout, ScenarioFailed
+
+#: stubs this harness adds to Nova's ServersTestBase, with the reason for each
+STUBS = (
+    ("LibvirtDriver._create_image",
+     "only creates the instance directory: there is no image service to fetch from"),
+    ("LibvirtDriver._get_instance_disk_info",
+     "returns no local disks, so migrate_disk_and_power_off copies no files (no qemu-img)"),
+    ("LibvirtDriver._is_path_shared_with",
+     "True: instance path shared between hosts, so no ssh to the destination"),
+)
+#: environment corrections: make the shared in-process config look per-host
+PER_HOST = (
+    ("nova.compute.manager.CONF.host, nova.virt.libvirt.driver.CONF.host",
+     "answer the host whose compute code is running (e.g. confirm undefines the "
+     "source domain only when instance.host != CONF.host)"),
+)
+#: stubs inherited from Nova's ServersTestBase that the harness undoes
+UNSTUBBED = (
+    ("Host.get_online_cpus", "answered by the fake host's own CPU map, not range(16)"),
+    ("Host.get_connection", "each compute gets its own FakeLibvirtHost"),
+)
+
+_ENV_CLASS = None
+
+
+def api_paste_config() -> str:
+    """Locate api-paste.ini for the loaded Nova (checkout or wheel layout)."""
+    import nova
+    pkg = os.path.dirname(os.path.abspath(nova.__file__))
+    candidates = [os.path.join(os.path.dirname(pkg), "etc", "nova", "api-paste.ini"),
+                  os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")]
+    try:
+        from importlib import metadata
+        for f in metadata.files("nova") or ():
+            if str(f).endswith("etc/nova/api-paste.ini"):
+                candidates.append(str(f.locate()))
+    except Exception:  # not installed as a distribution (bare checkout)
+        pass
+    for path in candidates:
+        if os.path.isfile(path):
+            return os.path.abspath(path)
+    raise NovaUnusable(f"nova at {pkg}: cannot find etc/nova/api-paste.ini (looked in {candidates[:2]})")
+
+
+def _environment_class():
+    """Build (once) the ServersTestBase subclass; imports Nova."""
+    global _ENV_CLASS
+    if _ENV_CLASS is not None:
+        return _ENV_CLASS
+    from nova.tests.functional.libvirt import base
+    from nova.virt.libvirt import host as libvirt_host
+    from oslo_utils import fileutils
+
+    from fake_driver.host import FakeLibvirtHost
+
+    real_online_cpus = libvirt_host.Host.get_online_cpus
+
+    def create_image(self, context, instance, *args, **kwargs):
+        from nova.virt.libvirt import utils as libvirt_utils
+        fileutils.ensure_tree(libvirt_utils.get_instance_path(instance))
+        return (False, False)
+
+    class NovaEnvironment(base.ServersTestBase):
+        """Nova's libvirt functional base, used as an environment, not a test."""
+
+        microversion = "latest"
+        ADMIN_API = True
+
+        def runTest(self):  # testtools needs a test method to exist
+            pass
+
+        def _setup_services(self):
+            # the wheel puts api-paste.ini under <prefix>/etc, not beside nova/
+            self.flags(api_paste_config=api_paste_config(), group="wsgi")
+            super()._setup_services()
+
+        def setUp(self):
+            super().setUp()
+            self.useFixture(fixtures.MonkeyPatch(
+                "nova.virt.libvirt.host.Host.get_online_cpus", real_online_cpus))
+            self.useFixture(fixtures.MonkeyPatch(
+                "nova.virt.libvirt.LibvirtDriver._create_image", create_image))
+            self.useFixture(fixtures.MockPatch(
+                "nova.virt.libvirt.LibvirtDriver._get_instance_disk_info", return_value=[]))
+            self.useFixture(fixtures.MockPatch(
+                "nova.virt.libvirt.LibvirtDriver._is_path_shared_with", return_value=True))
+            from harness.hostctx import HostAwareConf
+            for module in ("nova.compute.manager", "nova.virt.libvirt.driver"):
+                conf = sys.modules[module].CONF
+                self.useFixture(fixtures.MonkeyPatch(f"{module}.CONF", HostAwareConf(conf)))
+
+        def _get_connection(self, host_info=None, pci_info=None, mdev_info=None,
+                            vdpa_info=None, libvirt_version=None, qemu_version=None,
+                            hostname=None):
+            return FakeLibvirtHost(self.harness_topologies[hostname], self.harness_dedicated)
+
+    _ENV_CLASS = NovaEnvironment
+    return _ENV_CLASS
+
+
+class Cloud(fixtures.Fixture):
+    """Two (or more) compute hosts, flavors created, services running.
+
+    :ivar env: the Nova test environment (API client, placement, computes)
+    :ivar flavor_ids: scenario flavor name -> Nova flavor id
+    :ivar servers: scenario server name -> server uuid
+    """
+
+    def __init__(self, scenario, timeout: float = 60.0):
+        super().__init__()
+        self.scenario = scenario
+        self.timeout = timeout
+
+    def _setUp(self):
+        env = _environment_class()("runTest")
+        env.harness_topologies = {h.name: h for h in self.scenario.hosts}
+        env.harness_dedicated = self.scenario.cpu_sets.dedicated
+        try:
+            env.setUp()
+        finally:
+            self.addCleanup(env.doCleanups)
+        self.env = env
+        fmt = lambda cpus: ",".join(str(c) for c in sorted(cpus)) or None  # noqa: E731
+        env.flags(cpu_dedicated_set=fmt(self.scenario.cpu_sets.dedicated),
+                  cpu_shared_set=fmt(self.scenario.cpu_sets.shared), group="compute")
+        env.flags(vcpu_pin_set=None)
+        for host in self.scenario.hosts:
+            env.start_compute(hostname=host.name)
+        self.flavor_ids = {}
+        for name, flavor in sorted(self.scenario.flavors.items()):
+            self.flavor_ids[name] = env._create_flavor(
+                name=name, vcpu=flavor.vcpus, memory_mb=flavor.memory_mb,
+                disk=flavor.disk_gb, ephemeral=0, swap=0, extra_spec=flavor.extra_specs)
+        self.servers = {}
+        self.migrations = {}
+
+    # -- accessors -----------------------------------------------------------
+    def compute(self, host: str):
+        return self.env.computes[host]
+
+    def libvirt_host(self, host: str):
+        return self.compute(host).driver._host.get_connection()
+
+    def rp_uuid(self, host: str) -> str:
+        return self.env.compute_rp_uuids[host]
+
+    def server(self, name: str) -> dict:
+        return self.env.api.get_server(self.servers[name])
+
+    def log_text(self) -> str:
+        return self.env.stdlog.logger.output
+
+    # -- operations ----------------------------------------------------------
+    def wait_for(self, name: str, statuses, what: str) -> dict:
+        """Poll the server until its status is in ``statuses`` (bounded)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            server = self.server(name)
+            if server["status"] in statuses and not server.get("OS-EXT-STS:task_state"):
+                return server
+            if server["status"] == "ERROR" or time.monotonic() > deadline:
+                raise ScenarioFailed(
+                    f"{what}: server {name} is {server['status']} "
+                    f"(task_state {server.get('OS-EXT-STS:task_state')}), expected "
+                    f"{'/'.join(statuses)}" + (f"; fault: {server['fault']['message']}"
+                                               if server.get("fault") else ""))
+            time.sleep(0.05)
+
+    def boot(self, name: str, flavor: str, host: str | None) -> dict:
+        try:
+            server = self.env._create_server(
+                name=name, flavor_id=self.flavor_ids[flavor], host=host,
+                networks="none", expected_state="ACTIVE")
+        except AssertionError as exc:  # testtools' wait gave up
+            raise ScenarioFailed(f"boot {name}: {str(exc).splitlines()[0]}") from None
+        self.servers[name] = server["id"]
+        return self.wait_for(name, ("ACTIVE",), f"boot {name}")
+
+    def post_action(self, name: str, body: dict, what: str) -> None:
+        from nova.tests.functional.api import client
+        try:
+            self.env.api.post_server_action(self.servers[name], body)
+        except client.OpenStackApiException as exc:
+            raise ScenarioFailed(f"{what}: API refused: {str(exc)[:200]}") from None
+
+    def resize(self, name: str, flavor: str) -> dict:
+        self.post_action(name, {"resize": {"flavorRef": self.flavor_ids[flavor]}}, f"resize {name}")
+        server = self.wait_for(name, ("VERIFY_RESIZE",), f"resize {name}")
+        self.migrations[name] = self.migration_of(name)
+        return server
+
+    def confirm(self, name: str) -> dict:
+        self.post_action(name, {"confirmResize": None}, f"confirm {name}")
+        return self.wait_for(name, ("ACTIVE",), f"confirm {name}")
+
+    def revert(self, name: str) -> dict:
+        self.post_action(name, {"revertResize": None}, f"revert {name}")
+        return self.wait_for(name, ("ACTIVE",), f"revert {name}")
+
+    def migration_of(self, name: str) -> dict:
+        migrations = self.env.api.api_get(
+            f"/servers/{self.servers[name]}/migrations").body["migrations"] or []
+        if not migrations:
+            migrations = [m for m in self.env.api.get_migrations()
+                          if m["instance_uuid"] == self.servers[name]]
+        return sorted(migrations, key=lambda m: m["id"])[-1]
+
+    def migrations_of(self, name: str) -> list:
+        return sorted((m for m in self.env.api.get_migrations()
+                       if m["instance_uuid"] == self.servers[name]), key=lambda m: m["id"])
+
+    def periodic(self, host: str) -> None:
+        """Run ``update_available_resource`` on ``host`` as the periodic would."""
+        from nova import context
+        self.compute(host).manager.update_available_resource(context.get_admin_context())
+
+
+def deadline_guard(seconds: float, where):
+    """A fixture that fails the run with :class:`RunTimeout` after ``seconds``.
+
+    ``where`` is a callable returning a short text of where the run is.
+    """
+    def handler(*_):
+        raise RunTimeout(f"no progress within {seconds:.0f}s; stuck at {where()}")
+    return _AlarmFixture(seconds, handler)
+
+
+class _AlarmFixture(fixtures.Fixture):
+    """SIGALRM-based bound on a whole run (main thread only)."""
+
+    def __init__(self, seconds, handler):
+        super().__init__()
+        self.seconds, self.handler = seconds, handler
+
+    def _setUp(self):
+        import signal
+        old = signal.signal(signal.SIGALRM, self.handler)
+        self.addCleanup(signal.signal, signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        self.addCleanup(signal.setitimer, signal.ITIMER_REAL, 0)

@@ -1,0 +1,58 @@
+"""Which compute host is the current code running for?
+
+In production every nova-compute is its own process with its own
+``CONF.host``; in-process they share one. :func:`current_host` answers from
+the call stack (the nearest ComputeManager / ResourceTracker / LibvirtDriver
+``self``), which also names the host role of each yield point.
+:class:`HostAwareConf` gives Nova modules that read ``CONF.host`` the
+answer a real per-host process would see.
+"""
+from __future__ import annotations
+
+import sys
+
+_KINDS = None
+
+
+def _kinds():
+    global _KINDS
+    if _KINDS is None:
+        from nova.compute.manager import ComputeManager
+        from nova.compute.resource_tracker import ResourceTracker
+        from nova.virt.libvirt.driver import LibvirtDriver
+        _KINDS = (ComputeManager, ResourceTracker, LibvirtDriver)
+    return _KINDS
+
+
+def host_of(obj) -> str | None:
+    manager, tracker, driver = _kinds()
+    if isinstance(obj, (manager, tracker)):
+        return obj.host
+    if isinstance(obj, driver):
+        conn = obj._host.get_connection()
+        return getattr(conn, "hostname", None)
+    return None
+
+
+def current_host(frame=None, depth: int = 80) -> str | None:
+    """The compute host the innermost Nova compute object on the stack serves."""
+    kinds = _kinds()
+    frame = frame or sys._getframe(1)
+    while frame is not None and depth:
+        obj = frame.f_locals.get("self")
+        if obj is not None and isinstance(obj, kinds):
+            return host_of(obj)
+        frame, depth = frame.f_back, depth - 1
+    return None
+
+
+class HostAwareConf:
+    """A proxy of oslo.config's CONF whose ``host`` is the current compute's."""
+
+    def __init__(self, conf):
+        object.__setattr__(self, "_conf", conf)
+
+    def __getattr__(self, name):
+        if name == "host":
+            return current_host(sys._getframe(1)) or self._conf.host
+        return getattr(self._conf, name)

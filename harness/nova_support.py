@@ -1,0 +1,83 @@
+"""Find, vet and load the Nova under test, after choosing the concurrency backend.
+
+Nova decides eventlet vs native threads when it is first imported
+(``OS_NOVA_DISABLE_EVENTLET_PATCHING``), so the backend must be chosen
+before anything imports it, and cannot change within a process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+
+from harness.errors import NovaUnusable, UnknownChoice
+
+BACKENDS = ("eventlet", "threads")
+_ENV = "OS_NOVA_DISABLE_EVENTLET_PATCHING"
+
+#: modules of Nova's in-process test stack the harness drives
+REQUIRED = (
+    "nova.tests.functional.libvirt.base",
+    "nova.tests.fixtures.libvirt",
+    "nova.compute.manager",
+    "nova.compute.resource_tracker",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NovaInfo:
+    version: str
+    location: str
+    backend: str
+
+    def banner(self) -> str:
+        return f"nova {self.version} from {self.location} ({self.backend} backend)"
+
+
+def current_backend() -> str:
+    return "threads" if os.environ.get(_ENV, "").lower() in ("1", "true", "yes") else "eventlet"
+
+
+def select_backend(name: str) -> None:
+    """Choose the backend for this process; must happen before Nova loads."""
+    if name not in BACKENDS:
+        raise UnknownChoice("backend", name, BACKENDS)
+    if "nova" in sys.modules and current_backend() != name:
+        raise NovaUnusable(
+            f"backend {name!r} requested but Nova is already loaded with the "
+            f"{current_backend()!r} backend in this process")
+    if name == "threads":
+        os.environ[_ENV] = "true"
+    else:
+        os.environ.pop(_ENV, None)
+
+
+def load_nova() -> NovaInfo:
+    """Import Nova and its test stack, or raise :class:`NovaUnusable` in one line."""
+    try:
+        import nova
+    except ImportError as exc:
+        raise NovaUnusable(
+            f"cannot import nova ({exc}); install it (pip install -e .) or put "
+            "a Nova checkout on PYTHONPATH") from None
+    location = os.path.dirname(os.path.abspath(getattr(nova, "__file__", None) or "?"))
+    for name in REQUIRED:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # any failure here means we cannot drive it
+            raise NovaUnusable(
+                f"nova at {location} is unusable: importing {name} failed: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    from nova.compute import manager
+    for attr in ("resize_instance", "finish_resize", "update_available_resource",
+                 "confirm_resize", "revert_resize", "finish_revert_resize"):
+        if not hasattr(manager.ComputeManager, attr):
+            raise NovaUnusable(
+                f"nova at {location} is unsupported: ComputeManager has no {attr}()")
+    try:
+        from nova import version
+        ver = version.version_string()
+    except Exception:  # a bare checkout without pbr metadata
+        ver = "unknown"
+    return NovaInfo(ver, location, current_backend())

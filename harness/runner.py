@@ -1,0 +1,139 @@
+"""Run one scenario with one ending, checking every phase.
+
+The run is: cloud up -> boot -> check -> resize -> check (VERIFY_RESIZE) ->
+confirm or revert -> check. Each check reads the views *before* any periodic
+runs (most accounting defects heal at the next periodic); convergence then
+runs one periodic per host and requires that nothing changes. Injection
+(``harness.injection``) plugs in through ``instrument``, a fixture installed
+once the cloud is up, and may add its own checkpoints through ``checkpoint``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import fixtures
+
+from harness import checks, ledger, views
+from harness.cloud import Cloud, deadline_guard
+from harness.errors import HarnessError, ScenarioFailed, UnknownChoice
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    name: str
+    findings: list
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+
+@dataclasses.dataclass
+class RunResult:
+    scenario: str
+    ending: str
+    checkpoints: list = dataclasses.field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    notes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def findings(self) -> list:
+        return [(cp.name, f) for cp in self.checkpoints for f in cp.findings]
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and not self.findings
+
+    def report(self) -> str:
+        lines = []
+        for cp in self.checkpoints:
+            lines.append(f"  {cp.name}: {'ok' if cp.passed else f'{len(cp.findings)} finding(s)'}")
+            lines += [f"    {f.line()}" for f in cp.findings]
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)
+
+
+class Run:
+    """State of one run, handed to injection hooks."""
+
+    def __init__(self, scenario, ending, converge_every=True, timeout=180.0):
+        if ending not in scenario.endings:
+            raise UnknownChoice(f"ending for scenario {scenario.name}", ending, scenario.endings)
+        self.scenario, self.ending = scenario, ending
+        self.converge_every, self.timeout = converge_every, timeout
+        self.result = RunResult(scenario.name, ending)
+        self.server = scenario.steps[0].server
+        self.source = self.dest = None
+        self.phases = None
+        self.where = "setting up the cloud"
+        self._log_offset = 0
+
+    # -- checking --------------------------------------------------------------
+    def checkpoint(self, name: str, phase, exact_cells=True, converge=None) -> Checkpoint:
+        """Check every view against ``phase``; then, optionally, convergence."""
+        from nova import conf
+        cloud = self.cloud
+        snap = views.snapshot(cloud, self.server)
+        text = cloud.log_text()
+        ctx = checks.CheckContext(cloud, phase, snap, self.server, exact_cells,
+                                  conf.CONF.reserved_host_memory_mb, text[self._log_offset:])
+        self._log_offset = len(text)
+        found = checks.run_all(ctx)
+        if self.converge_every if converge is None else converge:
+            found += self.convergence(snap)
+        cp = Checkpoint(name, found)
+        self.result.checkpoints.append(cp)
+        return cp
+
+    def convergence(self, before: dict) -> list:
+        """A periodic on every host must change nothing and log no error."""
+        for host in self.scenario.hosts:
+            self.cloud.periodic(host.name)
+        after = views.snapshot(self.cloud, self.server)
+        found = [checks.Finding("convergence", f"periodic changed {path}", old, new)
+                 for path, old, new in checks.diff_snapshots(before, after)]
+        text = self.cloud.log_text()
+        ctx = checks.CheckContext(self.cloud, None, after, self.server, False, 0,
+                                  text[self._log_offset:])
+        self._log_offset = len(text)
+        found += [dataclasses.replace(f, check="convergence") for f in checks.logs_clean(ctx)]
+        return found
+
+    # -- the scenario ----------------------------------------------------------
+    def execute(self, instrument=None) -> RunResult:
+        started = time.monotonic()
+        boot, resize = self.scenario.steps
+        try:
+            with fixtures.Fixture() as scope:
+                scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
+                self.cloud = scope.useFixture(Cloud(self.scenario))
+                if instrument is not None:
+                    scope.useFixture(instrument(self))
+                self.where = f"boot {boot.server}"
+                server = self.cloud.boot(boot.server, boot.flavor, boot.host)
+                self.source = server["OS-EXT-SRV-ATTR:host"]
+                self.phases = None
+                self.checkpoint("after-boot", ledger.phases(self.scenario, self.source, self.source)["after-boot"])
+                self.where = f"resize {resize.server}"
+                server = self.cloud.resize(resize.server, resize.flavor)
+                self.dest = server["OS-EXT-SRV-ATTR:host"]
+                self.phases = ledger.phases(self.scenario, self.source, self.dest)
+                self.checkpoint("verify-resize", self.phases["verify-resize"])
+                self.where = f"{self.ending} {resize.server}"
+                getattr(self.cloud, self.ending)(resize.server)
+                self.checkpoint(f"after-{self.ending}", self.phases[f"after-{self.ending}"],
+                                converge=True)
+        except ScenarioFailed as exc:
+            self.result.error = str(exc)
+        except HarnessError as exc:
+            self.result.error = f"{type(exc).__name__}: {exc}"
+        self.result.seconds = time.monotonic() - started
+        return self.result
+
+
+def run(scenario, ending, **kwargs) -> RunResult:
+    instrument = kwargs.pop("instrument", None)
+    return Run(scenario, ending, **kwargs).execute(instrument)

@@ -1,0 +1,209 @@
+"""Load and validate declarative scenarios (``scenarios/*.toml``).
+
+A scenario names the cloud's CPU sets, the hosts' topologies, the flavors
+and the steps (boot, resize); the ending (confirm, revert) is chosen per run.
+Everything is checked when the file loads, so a bad scenario fails with one
+line naming the file and field, before Nova is imported.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+
+from fake_driver.topology import (PAGE_SIZES_KB, CpuSets, HostTopology,
+                                  cpu_sets_from_dict, host_from_dict)
+from harness.errors import InvalidScenario, UnknownChoice
+
+ENDINGS = ("confirm", "revert")
+SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+_TOP_KEYS = {"name", "description", "endings", "cloud", "hosts", "flavors", "steps"}
+_FLAVOR_KEYS = {"vcpus", "memory_mb", "disk_gb", "extra_specs"}
+_OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    name: str
+    vcpus: int
+    memory_mb: int
+    disk_gb: int
+    extra_specs: dict
+
+    @property
+    def dedicated(self) -> bool:
+        return self.extra_specs.get("hw:cpu_policy") == "dedicated"
+
+    @property
+    def page_size_kb(self) -> int | None:
+        """Explicit hugepage size in KiB, or None for small pages."""
+        raw = self.extra_specs.get("hw:mem_page_size")
+        return int(raw) if raw and str(raw).isdigit() and int(raw) > 4 else None
+
+    @property
+    def numa_nodes(self) -> int:
+        return int(self.extra_specs.get("hw:numa_nodes", 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    op: str
+    server: str
+    flavor: str
+    host: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    path: str
+    cpu_sets: CpuSets
+    hosts: tuple[HostTopology, ...]
+    flavors: dict
+    steps: tuple[Step, ...]
+    endings: tuple[str, ...]
+
+    def host(self, name: str) -> HostTopology:
+        return next(h for h in self.hosts if h.name == name)
+
+
+def available(directory: str = SCENARIO_DIR) -> dict:
+    """Scenario name -> file path, for every ``*.toml`` in ``directory``."""
+    try:
+        files = sorted(f for f in os.listdir(directory) if f.endswith(".toml"))
+    except FileNotFoundError:
+        raise InvalidScenario(f"scenario directory {directory} does not exist") from None
+    return {f[:-5]: os.path.join(directory, f) for f in files}
+
+
+def load(name_or_path: str, directory: str = SCENARIO_DIR) -> Scenario:
+    """Load a scenario by name (from ``directory``) or by path to a .toml file."""
+    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+        path = name_or_path
+        if not os.path.isfile(path):
+            raise InvalidScenario(f"scenario file {path} does not exist")
+    else:
+        known = available(directory)
+        if name_or_path not in known:
+            raise UnknownChoice("scenario", name_or_path, known)
+        path = known[name_or_path]
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
+    return from_dict(raw, path)
+
+
+def _where(path, *parts):
+    return f"{os.path.basename(path)}: " + ".".join(str(p) for p in parts)
+
+
+def _flavor(name, raw, path) -> Flavor:
+    where = _where(path, "flavors", name)
+    if not isinstance(raw, dict):
+        raise InvalidScenario(f"{where}: expected a table")
+    unknown = set(raw) - _FLAVOR_KEYS
+    if unknown:
+        raise InvalidScenario(f"{where}: unknown key(s) {sorted(unknown)}; valid: {sorted(_FLAVOR_KEYS)}")
+    values = {}
+    for key, default in (("vcpus", None), ("memory_mb", None), ("disk_gb", 1)):
+        value = raw.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidScenario(f"{where}: {key!r} must be a positive integer, got {value!r}")
+        values[key] = value
+    specs = raw.get("extra_specs", {})
+    if not isinstance(specs, dict) or not all(isinstance(v, str) for v in specs.values()):
+        raise InvalidScenario(f"{where}: extra_specs must be a table of strings")
+    flavor = Flavor(name, values["vcpus"], values["memory_mb"], values["disk_gb"], dict(specs))
+    size = specs.get("hw:mem_page_size")
+    if size is not None and flavor.page_size_kb is None and size not in ("small", "4"):
+        raise InvalidScenario(
+            f"{where}: hw:mem_page_size must be a size in KiB ({sorted(PAGE_SIZES_KB.values())}) or 'small'")
+    if flavor.page_size_kb and (flavor.memory_mb * 1024) % flavor.page_size_kb:
+        raise InvalidScenario(f"{where}: memory_mb {flavor.memory_mb} is not a multiple of the page size")
+    return flavor
+
+
+def fits(flavor: Flavor, host: HostTopology, cpu_sets: CpuSets) -> str | None:
+    """Why ``flavor`` cannot fit on ``host`` (None if it may fit).
+
+    A necessary condition only (Nova makes the real decision): each guest
+    cell needs its share of vCPUs and memory within one host cell.
+    """
+    nodes = flavor.numa_nodes
+    if nodes > len(host.cells):
+        return f"{nodes} NUMA nodes but {len(host.cells)} cells"
+    vcpus, mem_kb = -(-flavor.vcpus // nodes), flavor.memory_mb * 1024 // nodes
+    pool = cpu_sets.dedicated if flavor.dedicated else cpu_sets.shared
+    for cell in host.cells:
+        cpus = len(pool & set(cell.cpus))
+        if flavor.dedicated and cpus < vcpus:
+            continue
+        if not flavor.dedicated and not cpus:
+            continue
+        size = flavor.page_size_kb
+        if size and cell.hugepages.get(size, 0) * size < mem_kb:
+            continue
+        if not size and cell.memory_mb * 1024 < mem_kb:
+            continue
+        return None
+    kind = "dedicated" if flavor.dedicated else "shared"
+    pages = f", {mem_kb // flavor.page_size_kb} x {flavor.page_size_kb} KiB pages" if flavor.page_size_kb else ""
+    return f"no cell has {vcpus} {kind} pCPUs{pages} for one guest cell"
+
+
+def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
+    base = os.path.basename(path)
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise InvalidScenario(f"{base}: unknown key(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
+    name = raw.get("name") or os.path.splitext(base)[0]
+    hosts_raw = raw.get("hosts")
+    if not isinstance(hosts_raw, list) or len(hosts_raw) < 2:
+        raise InvalidScenario(f"{base}: hosts: a resize needs at least two [[hosts]]")
+    hosts = tuple(host_from_dict(h, f"{base}: hosts[{i}]") for i, h in enumerate(hosts_raw))
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise InvalidScenario(f"{base}: hosts: duplicate host names {names}")
+    cpu_sets = cpu_sets_from_dict(raw.get("cloud", {}), hosts, f"{base}: cloud")
+    flavors_raw = raw.get("flavors")
+    if not isinstance(flavors_raw, dict) or not flavors_raw:
+        raise InvalidScenario(f"{base}: flavors: at least one [flavors.NAME] table is needed")
+    flavors = {n: _flavor(n, f, path) for n, f in flavors_raw.items()}
+    for flavor in flavors.values():
+        reasons = {h.name: fits(flavor, h, cpu_sets) for h in hosts}
+        if all(reasons.values()):
+            detail = "; ".join(f"{h}: {r}" for h, r in reasons.items())
+            raise InvalidScenario(f"{_where(path, 'flavors', flavor.name)}: cannot fit any host ({detail})")
+    steps = []
+    servers = set()
+    for i, step in enumerate(raw.get("steps", [])):
+        where = _where(path, f"steps[{i}]")
+        op = step.get("op") if isinstance(step, dict) else None
+        if op not in _OPS:
+            raise UnknownChoice(f"op in {where}", op, _OPS)
+        unknown = set(step) - _OPS[op] - {"op"}
+        missing = {k for k in _OPS[op] if k != "host"} - set(step)
+        if unknown or missing:
+            raise InvalidScenario(f"{where}: {op} takes {sorted(_OPS[op])}; "
+                                  f"unknown {sorted(unknown)}, missing {sorted(missing)}")
+        if step["flavor"] not in flavors:
+            raise UnknownChoice(f"flavor in {where}", step["flavor"], flavors)
+        if step.get("host") is not None and step["host"] not in names:
+            raise UnknownChoice(f"host in {where}", step["host"], names)
+        if op == "boot":
+            servers.add(step["server"])
+        elif step["server"] not in servers:
+            raise UnknownChoice(f"server in {where}", step["server"], servers)
+        steps.append(Step(op, step["server"], step["flavor"], step.get("host")))
+    if [s.op for s in steps] != ["boot", "resize"]:
+        raise InvalidScenario(f"{base}: steps must be one boot then one resize of that server "
+                              f"(got {[s.op for s in steps]})")
+    endings = tuple(raw.get("endings", ENDINGS))
+    for ending in endings:
+        if ending not in ENDINGS:
+            raise UnknownChoice(f"ending in {base}", ending, ENDINGS)
+    return Scenario(name, raw.get("description", ""), path, cpu_sets, hosts, flavors,
+                    tuple(steps), endings)
