@@ -138,6 +138,10 @@ def liveness(ctx) -> list:
     """Server, task and migration states are the phase's; nothing in ERROR."""
     out = []
     server = ctx.cloud.server(ctx.server)
+    if ctx.phase.server_status is None:
+        if server["status"] == "ERROR":
+            _cmp(out, "liveness", f"server {ctx.server} status", "not ERROR", "ERROR")
+        return out
     _cmp(out, "liveness", f"server {ctx.server} status", ctx.phase.server_status, server["status"])
     _cmp(out, "liveness", f"server {ctx.server} task_state", None, server.get("OS-EXT-STS:task_state"))
     if ctx.phase.migration_status:

@@ -51,7 +51,7 @@ class Phase:
 
     name: str
     holdings: tuple[Holding, ...]
-    server_status: str
+    server_status: str | None  # None: anything but ERROR (mid-operation)
     migration_status: str | None = None
 
     def held(self, host: str) -> HostUsage:
@@ -83,3 +83,14 @@ def phases(scenario, source: str, dest: str) -> dict:
         "after-revert": Phase("after-revert", (Holding(source, "instance", old),),
                               "ACTIVE", "reverted"),
     }
+
+
+def in_resize(scenario, source: str, dest: str) -> Phase:
+    """Mid-resize, between the destination's claim and confirm/revert.
+
+    Both hosts hold their flavor throughout (the source the old one, for the
+    migration; the destination the new one); domains come and go, so only
+    "every running domain is tracked" is checked against the ground truth.
+    """
+    verify = phases(scenario, source, dest)["verify-resize"]
+    return Phase("in-resize", verify.holdings, None, None)

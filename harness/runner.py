@@ -70,6 +70,8 @@ class Run:
         self.phases = None
         self.where = "setting up the cloud"
         self._log_offset = 0
+        self.ending_error = None
+        self.tracer = None
 
     # -- checking --------------------------------------------------------------
     def checkpoint(self, name: str, phase, exact_cells=True, converge=None) -> Checkpoint:
@@ -82,6 +84,9 @@ class Run:
                                   conf.CONF.reserved_host_memory_mb, text[self._log_offset:])
         self._log_offset = len(text)
         found = checks.run_all(ctx)
+        if self.ending_error is not None:
+            found.insert(0, self.ending_error)
+            self.ending_error = None
         if self.converge_every if converge is None else converge:
             found += self.convergence(snap)
         cp = Checkpoint(name, found)
@@ -123,7 +128,11 @@ class Run:
                 self.phases = ledger.phases(self.scenario, self.source, self.dest)
                 self.checkpoint("verify-resize", self.phases["verify-resize"])
                 self.where = f"{self.ending} {resize.server}"
-                getattr(self.cloud, self.ending)(resize.server)
+                try:
+                    getattr(self.cloud, self.ending)(resize.server)
+                except ScenarioFailed as exc:  # evidence; still check the aftermath
+                    self.ending_error = checks.Finding("liveness", f"{self.ending} of {resize.server}",
+                                                       "success", str(exc))
                 self.checkpoint(f"after-{self.ending}", self.phases[f"after-{self.ending}"],
                                 converge=True)
         except ScenarioFailed as exc:

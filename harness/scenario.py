@@ -14,9 +14,10 @@ import tomllib
 from fake_driver.topology import (PAGE_SIZES_KB, CpuSets, HostTopology,
                                   cpu_sets_from_dict, host_from_dict)
 from harness.errors import InvalidScenario, UnknownChoice
+import scenarios
 
 ENDINGS = ("confirm", "revert")
-SCENARIO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+SCENARIO_DIR = os.path.dirname(os.path.abspath(scenarios.__file__))
 _TOP_KEYS = {"name", "description", "endings", "cloud", "hosts", "flavors", "steps"}
 _FLAVOR_KEYS = {"vcpus", "memory_mb", "disk_gb", "extra_specs"}
 _OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"}}

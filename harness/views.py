@@ -56,10 +56,13 @@ def truth_view(cloud, host: str) -> dict:
 
 
 def consumers_of(cloud, server: str) -> dict:
+    """Placement consumers of ``server``: the instance and its latest migration."""
+    from nova import context, objects
     out = {"instance": cloud.servers[server]}
-    migration = cloud.migrations.get(server)
-    if migration:
-        out["migration"] = migration["uuid"]
+    migrations = objects.MigrationList.get_by_filters(
+        context.get_admin_context(), {"instance_uuid": cloud.servers[server]})
+    if migrations:
+        out["migration"] = max(migrations, key=lambda m: m.id).uuid
     return out
 
 

@@ -1,0 +1,45 @@
+"""Opt-in mutations: deliberately broken Nova, applied at run time, for self-tests.
+
+A mutation is a fixture that re-creates a known defect in whatever Nova is
+loaded, so the harness can prove its oracles fire at the right points.
+"""
+from __future__ import annotations
+
+import fixtures
+
+from harness.errors import UnknownChoice
+
+
+class Bug1944759(fixtures.Fixture):
+    """Undo the fix for bug 1944759: the source flips host/node without old_flavor.
+
+    Before the fix, ``_resize_instance`` saved ``instance.host`` = destination
+    without ``old_flavor``; only the destination's ``finish_resize`` stored it.
+    We intercept that one save (``expected_task_state=RESIZE_MIGRATING``) and
+    drop the ``old_flavor`` assignment the fix added, so the database holds no
+    old flavor until the destination saves it.
+    """
+
+    description = "source flips instance.host before old_flavor is stored (pre-fix Nova)"
+
+    def _setUp(self):
+        from nova.compute import task_states
+        from nova.objects import instance as instance_obj
+        real_save = instance_obj.Instance.save
+
+        def save(inst, *args, **kwargs):
+            if (kwargs.get("expected_task_state") == task_states.RESIZE_MIGRATING
+                    and "old_flavor" in inst.obj_what_changed()):
+                inst.old_flavor = None  # what the database held before the fix
+            return real_save(inst, *args, **kwargs)
+        save.remotable = True
+        self.useFixture(fixtures.MonkeyPatch("nova.objects.instance.Instance.save", save))
+
+
+MUTATIONS = {"1944759": Bug1944759}
+
+
+def get(name: str):
+    if name not in MUTATIONS:
+        raise UnknownChoice("mutation", name, MUTATIONS)
+    return MUTATIONS[name]

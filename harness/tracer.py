@@ -1,0 +1,224 @@
+"""Record yield points inside a window, name them stably, and hand each to a hook.
+
+The :class:`Tracer` fixture wraps every attribute :mod:`harness.yieldpoints`
+lists, plus ``lockutils.lock`` and the window's boundary methods, and
+restores them all on cleanup. Inside the window each qualifying call becomes
+a :class:`Point` whose id reads
+``<role>:<Nova function making the call>><callee>#<occurrence>``, e.g.
+``source:ComputeManager._resize_instance>Instance.save#2``. Ids hold no
+uuid, address or time, so they are identical across runs, processes,
+xdist workers and backends as long as Nova's execution is.
+
+Roles are per host, found from the call stack (:mod:`harness.hostctx`), not
+from "is resize_instance on the stack": with CastAsCall the destination's
+``finish_resize`` runs on its own green thread while the source waits.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import functools
+import os
+import re
+import sys
+import threading
+
+import fixtures
+
+from harness import yieldpoints
+from harness.hostctx import current_host
+
+#: locks that are per compute process in production but shared in-process
+PER_HOST_LOCKS = ("compute_resources",)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: decorator frames that say nothing about where a call is made
+_GENERIC = {"inner", "wrapper", "wrapped", "decorated_function", "__call__", "_wrapper",
+            "wrapped_func", "f", "__enter__", "__exit__", "<lambda>", "synchronized_inner",
+            "_inner", "outer", "wrap", "_decorator", "decorator"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    id: str
+    role: str
+    function: str
+    callee: str
+    occurrence: int
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """Where recording starts and stops: (method, host role) at each end."""
+
+    name: str
+    opens: tuple   # (ComputeManager method, role that runs it) -- on entry
+    closes: tuple  # (ComputeManager method, role that runs it) -- on return
+
+
+WINDOWS = {
+    "resize": Window("resize", ("resize_instance", "source"), ("finish_resize", "dest")),
+}
+
+
+class Tracer(fixtures.Fixture):
+    """Instrument Nova at run time; record points; call ``on_point`` at each.
+
+    ``on_point(point)`` runs *before* the call it names, in the thread making
+    it, with recording suspended for that thread (so an injected periodic or
+    a check adds no points of its own).
+    """
+
+    def __init__(self, window: str = "resize", on_point=None):
+        super().__init__()
+        self.window = WINDOWS[window]
+        self.on_point = on_point
+        self.points: list[Point] = []
+        self.roles: dict = {}          # host -> role
+        self.open = False
+        self.closed = False
+        self.held: dict = {}           # lock name -> thread ident holding it
+        self.on_release: dict = collections.defaultdict(list)  # lock name -> callbacks
+        self._counts = collections.Counter()
+        self._local = threading.local()
+
+    # -- instrumentation -------------------------------------------------------
+    def _setUp(self):
+        import nova
+        from nova.compute import manager
+        from nova.virt.libvirt.driver import LibvirtDriver
+        from oslo_concurrency import lockutils
+        self._nova_dir = os.path.dirname(os.path.abspath(nova.__file__)) + os.sep
+        self._tests_dir = os.path.join(self._nova_dir, "tests") + os.sep
+        for kind, owner, attr, label in yieldpoints.all_targets(LibvirtDriver):
+            self._wrap(owner, attr, self._make(kind, label))
+        self._wrap(lockutils, "lock", self._make_lock)
+        opens, closes = self.window.opens[0], self.window.closes[0]
+        self._wrap(manager.ComputeManager, opens, self._make_boundary(opens, opening=True))
+        self._wrap(manager.ComputeManager, closes, self._make_boundary(closes, opening=False))
+
+    def _wrap(self, owner, attr, factory):
+        raw = inspect_raw(owner, attr)
+        if isinstance(raw, classmethod):
+            new = classmethod(factory(raw.__func__))
+        elif isinstance(raw, staticmethod):
+            new = staticmethod(factory(raw.__func__))
+        else:
+            new = factory(getattr(owner, attr))
+        own = attr in vars(owner)
+        setattr(owner, attr, new)
+        if own:
+            self.addCleanup(setattr, owner, attr, raw)
+        else:
+            self.addCleanup(delattr, owner, attr)
+
+    def _make(self, kind, label):
+        def factory(fn):
+            @functools.wraps(fn)
+            def traced(*args, **kwargs):
+                if not self.open:
+                    return fn(*args, **kwargs)
+                return self.call(kind, label, fn, args, kwargs, sys._getframe(1))
+            return traced
+        return factory
+
+    def _make_lock(self, real_lock):
+        tracer = self
+
+        @contextlib.contextmanager
+        def lock(name, *args, **kwargs):
+            frame = sys._getframe(1)
+            host = current_host(frame)
+            if name in PER_HOST_LOCKS and host:
+                name = f"{name}@{host}"  # one nova-compute process per host
+            if tracer.open:
+                tracer.call("lock", f"lock.{_UUID.sub('<uuid>', name.split('@')[0])}",
+                            lambda: None, (), {}, frame)
+            with real_lock(name, *args, **kwargs) as held:
+                tracer.held[name] = threading.get_ident()
+                try:
+                    yield held
+                finally:
+                    tracer.held.pop(name, None)
+            for callback in tracer.on_release.pop(name, ()):
+                callback()
+        return lock
+
+    def _make_boundary(self, method, opening):
+        def factory(fn):
+            @functools.wraps(fn)
+            def boundary(manager_self, context, *args, **kwargs):
+                if opening and not self.open and not self.closed:
+                    migration = kwargs.get("migration")
+                    self.roles = {manager_self.host: "source",
+                                  getattr(migration, "dest_compute", None): "dest"}
+                    self.open = True
+                try:
+                    return fn(manager_self, context, *args, **kwargs)
+                finally:
+                    if (not opening and self.open
+                            and self.roles.get(manager_self.host) == self.window.closes[1]):
+                        self.open, self.closed = False, True
+            return boundary
+        return factory
+
+    # -- recording -------------------------------------------------------------
+    def _stack(self) -> list:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    @contextlib.contextmanager
+    def suspended(self):
+        """No points are recorded from this thread inside the block."""
+        self._local.suspended = getattr(self._local, "suspended", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.suspended -= 1
+
+    def call(self, kind, label, fn, args, kwargs, caller):
+        stack = self._stack()
+        host = current_host(caller)
+        role = self.roles.get(host)
+        if role is not None and not getattr(self._local, "suspended", 0):
+            enclosing = next((k for k, h in reversed(stack) if h == host), None)
+            if enclosing not in yieldpoints.OPAQUE and enclosing != kind:
+                label = yieldpoints.label_detail(kind, label, args, kwargs)
+                function = self._function(caller)
+                key = (role, function, label)
+                self._counts[key] += 1
+                n = self._counts[key]
+                point = Point(f"{role}:{function}>{label}#{n}", role, function, label, n, kind)
+                self.points.append(point)
+                if self.on_point is not None:
+                    with self.suspended():
+                        self.on_point(point)
+        stack.append((kind, host))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            stack.pop()
+
+    def _function(self, frame) -> str:
+        """The innermost Nova (non-test, non-decorator) function on the stack."""
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if (path.startswith(self._nova_dir) and not path.startswith(self._tests_dir)
+                    and frame.f_code.co_name not in _GENERIC):
+                return frame.f_code.co_qualname.replace(".<locals>", "")
+            frame = frame.f_back
+        return "?"
+
+    def host_of_role(self, role: str) -> str:
+        return next(h for h, r in self.roles.items() if r == role)
+
+
+def inspect_raw(owner, attr):
+    """The attribute as stored (classmethod/staticmethod objects intact)."""
+    for klass in getattr(owner, "__mro__", (owner,)):
+        if attr in vars(klass):
+            return vars(klass)[attr]
+    return getattr(owner, attr)

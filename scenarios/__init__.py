@@ -1,0 +1,1 @@
+"""Declarative scenarios, one TOML file each; loaded by :mod:`harness.scenario`."""
