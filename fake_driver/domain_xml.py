@@ -49,6 +49,8 @@ def parse_claim(xml: str, dedicated: frozenset, cell_of) -> Claim:
     cpus: dict[int, set] = collections.defaultdict(set)
     for pin in root.findall("./cputune/vcpupin"):
         pcpus = parse_cpu_set(pin.get("cpuset"), "vcpupin")
+        for pcpu in pcpus:
+            cell_of(pcpu)  # raises KeyError for a pCPU the host does not have
         if len(pcpus) == 1 and pcpus <= dedicated:
             (pcpu,) = pcpus
             cpus[cell_of(pcpu)].add(pcpu)

@@ -130,6 +130,10 @@ class Cloud(fixtures.Fixture):
         self.timeout = timeout
 
     def _setUp(self):
+        # in-memory databases: a forked child must keep the parent's connections,
+        # which oslo.db would otherwise invalidate as "created by another pid"
+        self.useFixture(fixtures.MonkeyPatch(
+            "oslo_db.sqlalchemy.engines._add_process_guards", lambda engine: None))
         env = _environment_class()("runTest")
         env.harness_topologies = {h.name: h for h in self.scenario.hosts}
         env.harness_dedicated = self.scenario.cpu_sets.dedicated
@@ -142,6 +146,9 @@ class Cloud(fixtures.Fixture):
         env.flags(cpu_dedicated_set=fmt(self.scenario.cpu_sets.dedicated),
                   cpu_shared_set=fmt(self.scenario.cpu_sets.shared), group="compute")
         env.flags(vcpu_pin_set=None)
+        # CastAsCall waits carry RPC deadlines that keep running while forked
+        # children work (harness.forking); keep them long, for every run alike
+        env.flags(rpc_response_timeout=600)
         for host in self.scenario.hosts:
             env.start_compute(hostname=host.name)
         self.flavor_ids = {}

@@ -15,7 +15,7 @@ import dataclasses
 
 import fixtures
 
-from harness import ledger
+from harness import checks, ledger, views
 from harness.tracer import Tracer
 
 TARGETS = ("source", "dest", "both")
@@ -26,7 +26,9 @@ _TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "d
 class Injection:
     point_id: str
     target: str
+    detail: bool = False       # record what the periodic changed (replay)
     fired_at: list = dataclasses.field(default_factory=list)  # "host (now|deferred)"
+    changes: dict = dataclasses.field(default_factory=dict)   # host -> [(path, before, after)]
 
 
 class Injector(fixtures.Fixture):
@@ -59,8 +61,12 @@ class Injector(fixtures.Fixture):
 
     def _periodic(self, host, how):
         with self.tracer.suspended():
+            before = views.snapshot(self.run.cloud, self.run.server) if self.injection.detail else None
             self.run.cloud.periodic(host)
             self.injection.fired_at.append(f"{host} ({how})")
+            if before is not None:
+                after = views.snapshot(self.run.cloud, self.run.server)
+                self.injection.changes[host] = checks.diff_snapshots(before, after)
             phase = ledger.in_resize(self.run.scenario, self.tracer.host_of_role("source"),
                                      self.tracer.host_of_role("dest"))
             self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,

@@ -59,11 +59,14 @@ class RunResult:
 class Run:
     """State of one run, handed to injection hooks."""
 
-    def __init__(self, scenario, ending, converge_every=True, timeout=180.0):
+    def __init__(self, scenario, ending, converge_every=True, timeout=180.0, before_check=None):
         if ending not in scenario.endings:
             raise UnknownChoice(f"ending for scenario {scenario.name}", ending, scenario.endings)
         self.scenario, self.ending = scenario, ending
         self.converge_every, self.timeout = converge_every, timeout
+        self.before_check = before_check  # (run, checkpoint name) -> None; tests corrupt state here
+        self.before_ending = None  # (run) -> None; the fork executor branches per ending here
+        self.at_end = None         # (run) -> None; called on every exit path, fixtures still up
         self.result = RunResult(scenario.name, ending)
         self.server = scenario.steps[0].server
         self.source = self.dest = None
@@ -78,6 +81,8 @@ class Run:
         """Check every view against ``phase``; then, optionally, convergence."""
         from nova import conf
         cloud = self.cloud
+        if self.before_check is not None:
+            self.before_check(self, name)
         snap = views.snapshot(cloud, self.server)
         text = cloud.log_text()
         ctx = checks.CheckContext(cloud, phase, snap, self.server, exact_cells,
@@ -111,8 +116,8 @@ class Run:
     def execute(self, instrument=None) -> RunResult:
         started = time.monotonic()
         boot, resize = self.scenario.steps
-        try:
-            with fixtures.Fixture() as scope:
+        with fixtures.Fixture() as scope:
+            try:
                 scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
                 self.cloud = scope.useFixture(Cloud(self.scenario))
                 if instrument is not None:
@@ -120,13 +125,14 @@ class Run:
                 self.where = f"boot {boot.server}"
                 server = self.cloud.boot(boot.server, boot.flavor, boot.host)
                 self.source = server["OS-EXT-SRV-ATTR:host"]
-                self.phases = None
                 self.checkpoint("after-boot", ledger.phases(self.scenario, self.source, self.source)["after-boot"])
                 self.where = f"resize {resize.server}"
                 server = self.cloud.resize(resize.server, resize.flavor)
                 self.dest = server["OS-EXT-SRV-ATTR:host"]
                 self.phases = ledger.phases(self.scenario, self.source, self.dest)
                 self.checkpoint("verify-resize", self.phases["verify-resize"])
+                if self.before_ending is not None:
+                    self.before_ending(self)
                 self.where = f"{self.ending} {resize.server}"
                 try:
                     getattr(self.cloud, self.ending)(resize.server)
@@ -135,11 +141,14 @@ class Run:
                                                        "success", str(exc))
                 self.checkpoint(f"after-{self.ending}", self.phases[f"after-{self.ending}"],
                                 converge=True)
-        except ScenarioFailed as exc:
-            self.result.error = str(exc)
-        except HarnessError as exc:
-            self.result.error = f"{type(exc).__name__}: {exc}"
-        self.result.seconds = time.monotonic() - started
+            except ScenarioFailed as exc:
+                self.result.error = str(exc)
+            except HarnessError as exc:
+                self.result.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self.result.seconds = time.monotonic() - started
+                if self.at_end is not None:
+                    self.at_end(self)
         return self.result
 
 

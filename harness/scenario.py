@@ -72,7 +72,8 @@ class Scenario:
 def available(directory: str = SCENARIO_DIR) -> dict:
     """Scenario name -> file path, for every ``*.toml`` in ``directory``."""
     try:
-        files = sorted(f for f in os.listdir(directory) if f.endswith(".toml"))
+        files = sorted(f for f in os.listdir(directory)
+                       if f.endswith(".toml") and f != "known-findings.toml")
     except FileNotFoundError:
         raise InvalidScenario(f"scenario directory {directory} does not exist") from None
     return {f[:-5]: os.path.join(directory, f) for f in files}

@@ -1,0 +1,214 @@
+"""``nova-chaos``: list scenarios and points, run a campaign, replay one item.
+
+Exit codes: 0 all items pass, 1 findings, 2 usage or environment error.
+Nova is imported only after the backend is chosen, and only by verbs that
+need it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+from harness.errors import UsageError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, like every other usage error
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def quiet():
+    """Nova's import-time chatter and teardown INFO logs (to stdout!) are noise here.
+
+    Each run's captured log (Nova's StandardLogging fixture) is unaffected.
+    """
+    import logging
+    warnings.filterwarnings("ignore")
+    root = logging.getLogger()
+    root.handlers = [logging.NullHandler()]
+    root.setLevel(logging.WARNING)
+    sys.excepthook = sys.__excepthook__  # oslo.log routes uncaught errors into logging
+
+
+def _load(backend: str):
+    from harness import nova_support
+    nova_support.select_backend(backend)
+    warnings.filterwarnings("ignore")
+    info = nova_support.load_nova()
+    quiet()
+    print(info.banner(), file=sys.stderr)
+    return info
+
+
+def cmd_scenarios(args) -> int:
+    from harness import scenario
+    for name in scenario.available():
+        s = scenario.load(name)
+        hosts = ", ".join(f"{h.name} ({len(h.cells)} cells, {len(h.cpus)} CPUs)" for h in s.hosts)
+        print(f"{name:24} {s.description}\n{'':24} hosts: {hosts}; endings: {', '.join(s.endings)}")
+    return EXIT_OK
+
+
+def cmd_points(args) -> int:
+    from harness import campaign, scenario
+    scen = scenario.load(args.scenario)
+    _load(args.backend)
+    points = campaign.discover(scen, use_cache=not args.fresh)
+    for i, p in enumerate(points, 1):
+        print(f"{i:3}. {p}")
+    print(f"{len(points)} yield points in window 'resize' of {scen.name}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from harness import campaign, executor, injection, report, scenario
+    scen = scenario.load(args.scenario)
+    targets = args.target or list(injection.TARGETS)
+    endings = args.ending or list(scen.endings)
+    try:
+        jobs = executor.jobs_value(args.jobs)
+    except ValueError:
+        raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
+    campaign.validate(scen, [], targets, endings, [], args.mutate)  # before Nova loads
+    info = _load(args.backend)
+    started = time.monotonic()
+    points = campaign.discover(scen)
+    campaign.validate(scen, points, targets, endings, args.point or [], args.mutate)
+    chosen = args.point or points
+    items = campaign.items(scen, chosen, targets, endings, args.mutate)
+    mode = args.mode or executor.default_mode()
+    print(f"{len(points)} yield points; {len(items)} items; mode {mode}, {jobs} at a time",
+          file=sys.stderr)
+    progress = report.Progress(len(items))
+    results = executor.run_items(items, points, jobs, args.backend, progress.update, mode)
+    elapsed = time.monotonic() - started
+    print(report.table(results, chosen, targets, endings))
+    failed = [r for r in results if r.verdict in ("fail", "error")]
+    for r in failed:
+        print(report.failure_text(r, _pytest_id(r.item)))
+    meta = {"scenario": scen.name, "nova": info.banner(), "backend": args.backend,
+            "targets": targets, "endings": endings, "mutation": args.mutate, "jobs": jobs,
+            "mode": mode,
+            "points": chosen, "seconds": round(elapsed, 1)}
+    if args.json:
+        report.atomic_write(args.json, report.to_json(results, meta))
+        print(f"JSON report: {os.path.abspath(args.json)}")
+    if args.junit:
+        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{scen.name}"))
+        print(f"JUnit report: {os.path.abspath(args.junit)}")
+    print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
+          f"wall); {len(failed)} failed")
+    return EXIT_FINDINGS if failed or len(results) != len(items) else EXIT_OK
+
+
+def _pytest_id(item) -> str:
+    from harness.pytest_plugin import node_id
+    return node_id(item)
+
+
+def cmd_replay(args) -> int:
+    from harness import campaign, known, scenario
+    item = campaign.Item.parse(args.id)
+    scen = scenario.load(item.scenario)
+    _load(args.backend)
+    points = campaign.discover(scen)
+    campaign.validate(scen, points, [item.target], [item.ending], [item.point], item.mutation)
+    result = campaign.run_item(item, points, detail=True)
+    at = result.trace.index(item.point) if item.point in result.trace else -1
+    print(f"item {item.id}")
+    print("calls around the point:")
+    for i in range(max(0, at - 4), min(len(result.trace), at + 5)):
+        print(f"  {'>>' if i == at else '  '} {i + 1:3}. {result.trace[i]}")
+    print(f"periodic injected on: {', '.join(result.fired) or 'nowhere (point not reached)'}")
+    for host, rows in result.changes.items():
+        print(f"what the periodic changed on {host}'s watch:")
+        for path, before, after in rows or [("(nothing)", "", "")]:
+            print(f"    {path}: {before!r} -> {after!r}")
+    for cp in result.checkpoints:
+        print(f"checkpoint {cp.name}: {'ok' if cp.passed else ''}")
+        for f in cp.findings:
+            print(f"    {known.classify(f):9} {f.line()}")
+    for line in result.known:
+        print(f"known: {line}")
+    print(f"verdict: {result.verdict} ({result.seconds:.1f}s)")
+    for p in result.problems:
+        print(f"  {p}")
+    return EXIT_OK if result.verdict in ("pass", "known") else EXIT_FINDINGS
+
+
+def cmd_baseline(args) -> int:
+    """The uninjected scenario, every check at every phase (foundation job)."""
+    import resource
+    from harness import runner, scenario
+    scen = scenario.load(args.scenario)
+    endings = args.ending or list(scen.endings)
+    _load(args.backend)
+    worst = EXIT_OK
+    for ending in endings:
+        result = runner.run(scen, ending)
+        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in {result.seconds:.1f}s")
+        print(result.report())
+        worst = worst if result.passed else EXIT_FINDINGS
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {rss:.0f} MiB")
+    return worst
+
+
+def build_parser():
+    from harness.nova_support import BACKENDS
+    p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    backend = dict(default=os.environ.get("NOVA_CHAOS_BACKEND", "eventlet"), choices=BACKENDS,
+                   help="Nova concurrency backend (default: eventlet)")
+    sub.add_parser("scenarios", help="list the scenarios").set_defaults(fn=cmd_scenarios)
+    sp = sub.add_parser("points", help="list the yield points of a scenario's window")
+    sp.add_argument("scenario")
+    sp.add_argument("--backend", **backend)
+    sp.add_argument("--fresh", action="store_true", help="ignore the discovery cache")
+    sp.set_defaults(fn=cmd_points)
+    sp = sub.add_parser("run", help="inject the periodic at every point (or --point ...)")
+    sp.add_argument("scenario")
+    sp.add_argument("--target", action="append", help="source, dest or both (repeatable)")
+    sp.add_argument("--ending", action="append", help="confirm or revert (repeatable)")
+    sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
+    sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759")
+    sp.add_argument("--jobs", default="1",
+                    help="items at a time (forked children or worker processes), or 'auto'")
+    sp.add_argument("--mode", choices=("fork", "fresh"),
+                    help="fork: reuse the prefix (default on eventlet); fresh: new cloud per item")
+    sp.add_argument("--json", help="write a JSON report here")
+    sp.add_argument("--junit", help="write a JUnit XML report here")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("replay", help="rerun one item verbosely")
+    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/mutate=NAME], as printed")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=cmd_replay)
+    sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
+    sp.add_argument("scenario")
+    sp.add_argument("--ending", action="append")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=cmd_baseline)
+    return p
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.fn(args)
+    except UsageError as exc:
+        print(f"nova-chaos: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("nova-chaos: interrupted; no report written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

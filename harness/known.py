@@ -1,0 +1,113 @@
+"""Known findings: reviewed, classified, strict.
+
+``scenarios/known-findings.toml`` lists findings that clean Nova really
+produces under some injections, each with its class, reason and bug link.
+An item whose findings are all covered by entries that apply to it passes
+as *known*; a finding no entry covers fails it (new finding); an entry that
+applies to the item but matches none of its findings fails it too (the
+finding no longer reproduces: the file must be updated).
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import tomllib
+
+from harness.errors import InvalidScenario
+from harness.scenario import SCENARIO_DIR
+
+KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
+CLASSES = ("hard", "transient")
+_KEYS = {"scenario", "points", "targets", "endings", "mutation", "expect", "class", "reason",
+         "bug"}
+_EXPECT_KEYS = {"checkpoint", "check", "where"}
+
+#: legacy counters that every periodic rebuilds from scratch
+_LEGACY = ("vcpus_used", "memory_mb_used")
+
+
+def classify(finding) -> str:
+    """*transient* if the next periodic necessarily rebuilds it, else *hard*.
+
+    Legacy counters are recomputed from scratch by every periodic, so a wrong
+    one (and the convergence periodic's repair of it) heals by itself; wrong
+    pinning, hugepages, placement, ground truth, errors or ERROR state do not.
+    """
+    if finding.check in ("rt", "convergence") and finding.where.endswith(_LEGACY):
+        return "transient"
+    return "hard"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    scenario: str
+    points: tuple
+    targets: tuple
+    endings: tuple
+    mutation: str
+    expect: tuple  # ((checkpoint glob, check, where glob), ...), each must be seen
+    klass: str
+    reason: str
+    bug: str
+
+    def applies(self, item) -> bool:
+        return (fnmatch.fnmatchcase(item.scenario, self.scenario)
+                and any(fnmatch.fnmatchcase(item.point, p) for p in self.points)
+                and item.target in self.targets and item.ending in self.endings
+                and fnmatch.fnmatchcase(item.mutation or "none", self.mutation))
+
+    def covering(self, checkpoint: str, finding):
+        """Index of the expectation that covers this finding, or None."""
+        for i, (cp, check, where) in enumerate(self.expect):
+            if (fnmatch.fnmatchcase(checkpoint, cp) and finding.check == check
+                    and fnmatch.fnmatchcase(finding.where, where)):
+                return i
+        return None
+
+    def describe(self, index: int) -> str:
+        cp, check, where = self.expect[index]
+        return f"{self.klass} [{check}] {where} at {cp}: {self.reason}"
+
+
+def load(path: str = KNOWN_FILE) -> list:
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    entries = []
+    for i, e in enumerate(raw.get("finding", [])):
+        where = f"{os.path.basename(path)}: finding[{i}]"
+        unknown = set(e) - _KEYS
+        missing = _KEYS - {"mutation", "bug"} - set(e)
+        if unknown or missing:
+            raise InvalidScenario(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
+        if e["class"] not in CLASSES:
+            raise InvalidScenario(f"{where}: class must be one of {CLASSES}")
+        expect = []
+        for x in e["expect"]:
+            if set(x) != _EXPECT_KEYS:
+                raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)}")
+            expect.append((x["checkpoint"], x["check"], x["where"]))
+        entries.append(Entry(e["scenario"], tuple(e["points"]), tuple(e["targets"]),
+                             tuple(e["endings"]), e.get("mutation", "*"), tuple(expect),
+                             e["class"], e["reason"], e.get("bug", "")))
+    return entries
+
+
+def judge(item, checkpoints, entries) -> tuple:
+    """Return ``(unknown findings, stale entries, known (entry, finding) pairs)``."""
+    applicable = [e for e in entries if e.applies(item)]
+    unknown, used, known = [], set(), []
+    for cp in checkpoints:
+        for finding in cp.findings:
+            match = next(((e, i) for e in applicable
+                          for i in [e.covering(cp.name, finding)]
+                          if i is not None and e.klass == classify(finding)), None)
+            if match is None:
+                unknown.append((cp.name, finding))
+            else:
+                used.add(match)
+                known.append((match[0], finding))
+    stale = [(e, i) for e in applicable for i in range(len(e.expect)) if (e, i) not in used]
+    return unknown, stale, known

@@ -1,0 +1,110 @@
+"""pytest plugin: one test item per (scenario, point, target, ending).
+
+A test opts in with ``@pytest.mark.chaos(scenario=..., mutation=None)`` and
+the ``chaos_item`` / ``chaos_result`` fixtures; the plugin parametrizes it
+with every item of the scenario's campaign, ids being the item ids (so
+``pytest -n auto`` collects identically on every worker: ids come from a
+deterministic, cached discovery run, never from timing). Importing this
+module does not import Nova; options all start with ``--chaos-``.
+
+Items are grouped in shards of consecutive points (``xdist_group``; the
+plugin turns xdist's default ``load`` into ``loadgroup``). On the eventlet
+backend the first item of a shard runs the whole shard by fork
+(:mod:`harness.forking`) and the rest read their result; each verdict is the
+same whichever worker, and however many, runs it.
+"""
+from __future__ import annotations
+
+import pytest
+
+#: where the project's campaign tests live (for reproducer commands)
+CAMPAIGN_TESTS = "tests/test_campaign.py"
+
+
+def node_id(item) -> str:
+    test = f"test_mutation_{item.mutation}" if item.mutation else "test_clean_nova"
+    return f"{CAMPAIGN_TESTS}::{test}[{item.id}]"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("nova-chaos", "Nova chaos harness")
+    group.addoption("--chaos-backend", default=None, choices=("eventlet", "threads"),
+                    help="Nova concurrency backend for this run (default: eventlet)")
+    group.addoption("--chaos-target", action="append", default=None,
+                    help="only these injection targets (source/dest/both)")
+    group.addoption("--chaos-ending", action="append", default=None,
+                    help="only these endings (confirm/revert)")
+    group.addoption("--chaos-point", action="append", default=None,
+                    help="only these point ids")
+
+
+#: shards per (scenario, mutation): a shard shares one scenario prefix
+SHARDS = 4
+_SHARD_ITEMS: dict = {}    # shard name -> items (filled at collection)
+_SHARD_RESULTS: dict = {}  # item id -> executor.Record (filled when a shard runs)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "chaos(scenario, mutation=None): parametrize with the scenario's campaign items")
+    backend = config.getoption("--chaos-backend")
+    if backend:
+        from harness import nova_support
+        nova_support.select_backend(backend)
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"  # keep a shard on one worker
+
+
+def shard_of(item, points) -> str:
+    index = points.index(item.point) * SHARDS // max(len(points), 1)
+    return f"{item.scenario}|{item.mutation or 'clean'}|shard{index}"
+
+
+def pytest_generate_tests(metafunc):
+    if "chaos_item" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("chaos")
+    if marker is None:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
+    from harness import campaign, injection, nova_support, scenario
+    nova_support.load_nova()
+    scen = scenario.load(marker.kwargs["scenario"])
+    points = campaign.discover(scen)
+    opt = metafunc.config.getoption
+    chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
+    items = campaign.items(scen, chosen, opt("--chaos-target") or injection.TARGETS,
+                           opt("--chaos-ending") or scen.endings, marker.kwargs.get("mutation"))
+    params = []
+    for item in items:
+        shard = shard_of(item, points)
+        _SHARD_ITEMS.setdefault(shard, []).append(item)
+        params.append(pytest.param(item, id=item.id, marks=pytest.mark.xdist_group(shard)))
+    metafunc.parametrize("chaos_item", params)
+
+
+@pytest.fixture
+def chaos_result(chaos_item):
+    """The item's judged result (an ``executor.Record``).
+
+    Eventlet: the item's whole shard runs by fork on first use. Threads:
+    a fresh environment for this item alone.
+    """
+    from harness import campaign, executor, forking, scenario
+    points = campaign.discover(scenario.load(chaos_item.scenario))
+    if not forking.fork_supported():
+        return executor.Record.from_json(campaign.run_item(chaos_item, points).to_json())
+    if chaos_item.id not in _SHARD_RESULTS:
+        shard = _SHARD_ITEMS.get(shard_of(chaos_item, points), [chaos_item])
+        for record in forking.sweep(shard, points, jobs=1, on_result=lambda r: None):
+            _SHARD_RESULTS[record.item.id] = record
+    return _SHARD_RESULTS.pop(chaos_item.id)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    chaos = getattr(item, "callspec", None) and item.callspec.params.get("chaos_item")
+    if chaos is not None and report.when == "call" and report.failed:
+        text = f"reproduce: {chaos.replay_command()}\n        or: pytest '{node_id(chaos)}'"
+        report.sections.append(("nova-chaos reproducer", text))

@@ -1,0 +1,100 @@
+"""Reporting: progress, the points x targets x endings table, JSON, JUnit, reproducers.
+
+Files are written atomically (temp file + rename), so an interrupted run
+never leaves a half-written report behind.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+MARK = {"pass": ".", "known": "k", "fail": "F", "error": "E"}
+
+
+def atomic_write(path: str, text: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class Progress:
+    """A one-line progress bar on a terminal, periodic lines otherwise."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+        self.counts = collections.Counter()
+        self.tty = stream.isatty()
+
+    def update(self, result) -> None:
+        self.done += 1
+        self.counts[result.verdict] += 1
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        summary = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {summary}"
+        if self.tty:
+            self.stream.write("\r" + line)
+            if self.done == self.total:
+                self.stream.write("\n")
+        elif self.done == self.total or self.done % 10 == 0:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def table(results, points, targets, endings) -> str:
+    """One row per point; one column per (target, ending); cells are verdict marks."""
+    by = {(r.item.point, r.item.target, r.item.ending): r for r in results}
+    cols = [(t, e) for t in targets for e in endings]
+    width = max([len(p) for p in points] + [10])
+    head = " " * (width + 6) + " ".join(f"{t[:6]:>6}/{e[:7]:<7}" for t, e in cols)
+    lines = [head]
+    for i, p in enumerate(points, 1):
+        cells = []
+        for t, e in cols:
+            r = by.get((p, t, e))
+            cells.append(f"{MARK[r.verdict] if r else ' ':^14}")
+        lines.append(f"{i:>3}. {p:<{width}} " + " ".join(cells))
+    counts = collections.Counter(r.verdict for r in results)
+    lines.append(f"legend: . pass  k known finding  F fail  E error   totals: "
+                 + ", ".join(f"{k} {counts[k]}" for k in ("pass", "known", "fail", "error")))
+    return "\n".join(lines)
+
+
+def failure_text(result, pytest_id: str | None = None) -> str:
+    lines = [f"FAILED {result.item.id}"]
+    lines += [f"  {p}" for p in result.problems]
+    lines.append(f"  reproduce: {result.item.replay_command()}")
+    if pytest_id:
+        lines.append(f"        or: pytest '{pytest_id}'")
+    return "\n".join(lines)
+
+
+def to_json(results, meta: dict) -> str:
+    return json.dumps({"meta": meta, "items": [r.to_json() for r in results]}, indent=2)
+
+
+def to_junit(results, suite: str) -> str:
+    root = ET.Element("testsuite", name=suite, tests=str(len(results)),
+                      failures=str(sum(r.verdict == "fail" for r in results)),
+                      errors=str(sum(r.verdict == "error" for r in results)))
+    for r in results:
+        case = ET.SubElement(root, "testcase", classname=suite, name=r.item.id,
+                             time=f"{r.seconds:.3f}")
+        if r.verdict in ("fail", "error"):
+            tag = "failure" if r.verdict == "fail" else "error"
+            el = ET.SubElement(case, tag, message=(r.problems or ["?"])[0][:200])
+            el.text = failure_text(r)
+        elif r.known:
+            ET.SubElement(case, "system-out").text = "\n".join(r.known)
+    return ET.tostring(root, encoding="unicode")

@@ -1,0 +1,21 @@
+"""Shared helpers for the project's tests."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, env=None, timeout=600):
+    """Run ``nova-chaos`` in a subprocess; returns CompletedProcess (text)."""
+    full_env = dict(os.environ, PYTHONWARNINGS="ignore", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
+                          text=True, env=full_env, cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def nova():
+    from harness import nova_support
+    return nova_support.load_nova()

@@ -1,0 +1,45 @@
+"""The chaos campaign as tests: clean Nova passes, the 1944759 mutation is caught exactly.
+
+One test item per (point, target, ending); ``pytest -n auto`` spreads them.
+"""
+import pytest
+
+from harness import campaign, report, scenario
+
+SCENARIO = "pinned-hugepages"
+#: Nova 34's save that flips instance.host/node to the destination
+FLIP_SAVE = "source:ComputeManager._resize_instance>Instance.save#2"
+#: the destination's save that stores old_flavor (and the new flavor)
+DEST_SAVE = "dest:ComputeManager._finish_resize>Instance.save#1"
+
+
+def race_window(points):
+    """Points where the source's periodic sees host flipped but no old_flavor.
+
+    Injection happens *before* the named call, so the window starts at the
+    point after the flip save and includes the destination's save itself.
+    """
+    return points[points.index(FLIP_SAVE) + 1: points.index(DEST_SAVE) + 1]
+
+
+@pytest.mark.chaos(scenario=SCENARIO)
+def test_clean_nova(chaos_result):
+    assert chaos_result.verdict in ("pass", "known"), report.failure_text(chaos_result)
+
+
+@pytest.mark.chaos(scenario=SCENARIO, mutation="1944759")
+def test_mutation_1944759(chaos_item, chaos_result):
+    points = campaign.discover(scenario.load(SCENARIO))
+    expect_caught = chaos_item.point in race_window(points) and chaos_item.target in ("source", "both")
+    caught = chaos_result.verdict == "fail"
+    assert chaos_result.fired, "the injection must fire"
+    if expect_caught:
+        assert caught, f"1944759 not caught at {chaos_item.id}"
+        hard = "\n".join(chaos_result.problems)
+        assert "host-a pinned pCPUs" in hard  # the source lost the outgoing pins
+        if chaos_item.ending == "confirm":
+            assert "CPUUnpinningInvalid" in hard
+        else:
+            assert "hugepages" in hard
+    else:
+        assert not caught, report.failure_text(chaos_result)

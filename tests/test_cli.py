@@ -1,0 +1,81 @@
+"""Bad input gets one clear line and exit code 2, never a traceback wall."""
+import json
+import os
+
+import pytest
+
+from tests.conftest import cli
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("nova-chaos: error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in last
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["run", "nope"], ["unknown scenario 'nope'", "pinned-hugepages"]),
+    (["run", "pinned-hugepages", "--target", "sideways"], ["unknown target 'sideways'", "both"]),
+    (["run", "pinned-hugepages", "--ending", "shelve"], ["unknown ending", "'shelve'", "revert"]),
+    (["run", "pinned-hugepages", "--mutate", "999"], ["unknown mutation '999'", "1944759"]),
+    (["run", "pinned-hugepages", "--jobs", "zero"], ["--jobs must be a positive integer"]),
+    (["replay", "garbage"], ["bad item id 'garbage'"]),
+    (["run", "/no/such/scenario.toml"], ["scenario file /no/such/scenario.toml does not exist"]),
+    (["frobnicate"], ["invalid choice: 'frobnicate'"]),
+])
+def test_bad_input_before_nova_loads(args, fragments):
+    assert_one_line_error(cli(*args), *fragments)
+
+
+def test_unknown_point_names_valid_ones():
+    proc = cli("run", "pinned-hugepages", "--point", "source:nowhere#1")
+    assert_one_line_error(proc, "unknown point of pinned-hugepages 'source:nowhere#1'", "valid:")
+
+
+def test_malformed_topology_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(open(os.path.join(os.path.dirname(__file__), "..", "scenarios",
+                                     "pinned-hugepages.toml")).read().replace("cells = 2", "cells = -1"))
+    assert_one_line_error(cli("run", str(bad)), "bad.toml: hosts[0] 'host-a': 'cells' must be")
+
+
+@pytest.mark.parametrize("nova_init, fragment", [
+    ("raise ImportError('broken on purpose')", "cannot import nova (broken on purpose)"),
+    ("", "is unusable: importing nova.tests.functional.libvirt.base failed"),
+])
+def test_missing_or_unusable_nova(tmp_path, nova_init, fragment):
+    (tmp_path / "nova").mkdir()
+    (tmp_path / "nova" / "__init__.py").write_text(nova_init)
+    proc = cli("baseline", "pinned-hugepages", env={"PYTHONPATH": f"{tmp_path}{os.pathsep}."})
+    assert_one_line_error(proc, fragment)
+
+
+def test_scenarios_and_points_listing():
+    proc = cli("scenarios")
+    assert proc.returncode == 0 and "pinned-hugepages" in proc.stdout
+    proc = cli("points", "pinned-hugepages")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("  1. source:")
+    assert any("source:ComputeManager._resize_instance>Instance.save#2" in ln for ln in lines)
+
+
+def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
+    point = "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1"
+    report = tmp_path / "r.json"
+    proc = cli("run", "pinned-hugepages", "--point", point, "--target", "source",
+               "--ending", "confirm", "--mutate", "1944759", "--json", str(report))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    item_id = f"pinned-hugepages/{point}/source/confirm/mutate=1944759"
+    assert f"reproduce: nova-chaos replay '{item_id}'" in proc.stdout
+    assert f"or: pytest 'tests/test_campaign.py::test_mutation_1944759[{item_id}]'" in proc.stdout
+    data = json.loads(report.read_text())
+    assert [i["verdict"] for i in data["items"]] == ["fail"]
+    replay = cli("replay", item_id)
+    assert replay.returncode == 1
+    assert f">>  17. {point}" in replay.stdout
+    assert "what the periodic changed on host-a's watch:" in replay.stdout
+    assert "CPUUnpinningInvalid" in replay.stdout

@@ -1,0 +1,115 @@
+"""Every check fires: corrupt the state it watches and it must say so, readably.
+
+Clean runs pass on both backends (threads in a subprocess: Nova picks its
+backend at import time).
+"""
+import logging
+
+import pytest
+
+from harness import runner, scenario
+from tests.conftest import cli
+
+SCENARIO = "pinned-hugepages"
+
+
+def run_with(corrupt, at="verify-resize", ending="confirm"):
+    def before_check(run, name):
+        if name == at:
+            corrupt(run)
+    return runner.run(scenario.load(SCENARIO), ending, before_check=before_check)
+
+
+def findings(result, check, checkpoint="verify-resize"):
+    return [f for cp, f in result.findings if f.check == check and cp == checkpoint]
+
+
+@pytest.mark.parametrize("ending", ["confirm", "revert"])
+def test_clean_nova_passes_every_phase(nova, ending):
+    result = runner.run(scenario.load(SCENARIO), ending)
+    assert result.passed, result.report()
+    assert [cp.name for cp in result.checkpoints] == ["after-boot", "verify-resize", f"after-{ending}"]
+
+
+def test_threads_backend_passes():
+    proc = cli("baseline", SCENARIO, "--backend", "threads")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert "(threads backend)" in proc.stderr
+    assert proc.stdout.count("PASS") == 2
+
+
+def _rogue_domain(run):
+    """Leak hugepages on host-b: a domain the resource tracker knows nothing of."""
+    host = run.cloud.libvirt_host("host-b")
+    host.defineXML("""<domain><name>rogue</name><uuid>rogue</uuid><memory>65536</memory>
+      <vcpu>1</vcpu><os><type>hvm</type></os><devices/>
+      <cpu><numa><cell id="0" cpus="0" memory="65536" unit="KiB"/></numa></cpu>
+      <numatune><memnode cellid="0" nodeset="0"/></numatune>
+      <memoryBacking><hugepages><page size="2048" unit="KiB" nodeset="0"/></hugepages></memoryBacking>
+      </domain>""").create()
+
+
+def test_truth_check_catches_pages_leaked_on_the_host(nova):
+    result = run_with(_rogue_domain)
+    lines = [f.line() for f in findings(result, "truth")]
+    assert "[truth] host-b cell 0 hugepages held on the host beyond the RT: expected {}, seen {2048: 32}" in lines
+    assert any("host-b hugepages held by running domains" in ln for ln in lines)
+
+
+def _drop_pinned_cpu(run):
+    """Remove one pinned pCPU from the source's saved NUMA topology."""
+    from nova import context, objects
+    ctx = context.get_admin_context()
+    cn = objects.ComputeNode.get_by_host_and_nodename(ctx, "host-a", "host-a")
+    topo = objects.NUMATopology.obj_from_db_obj(cn.numa_topology)
+    cell = next(c for c in topo.cells if c.pinned_cpus)
+    run.dropped = (cell.id, min(cell.pinned_cpus))
+    cell.pinned_cpus = cell.pinned_cpus - {min(cell.pinned_cpus)}
+    cn.numa_topology = topo._to_json()
+    cn.save()
+
+
+def test_rt_check_catches_a_dropped_pin_and_convergence_sees_the_heal(nova):
+    result = run_with(_drop_pinned_cpu)
+    lines = [f.line() for f in findings(result, "rt")]
+    assert "[rt] host-a pinned pCPUs: expected 2, seen 1" in lines
+    assert any("pinned cpus (vs domains)" in ln for ln in lines)
+    healed = [f.line() for f in findings(result, "convergence")]
+    assert any("periodic changed rt host-a cells" in ln for ln in healed), healed
+
+
+def _drop_migration_allocation(run):
+    from harness import views
+    consumer = views.consumers_of(run.cloud, run.server)["migration"]
+    run.cloud.env.placement.delete(f"/allocations/{consumer}")
+
+
+def test_placement_check_catches_a_lost_allocation(nova):
+    result = run_with(_drop_migration_allocation)
+    lines = [f.line() for f in findings(result, "placement")]
+    assert any(ln.startswith("[placement] allocations of the migration: expected {'host-a'")
+               and ln.endswith("seen {}") for ln in lines), lines
+    assert any("host-a provider usages" in ln for ln in lines)
+
+
+def _error_state(run):
+    run.cloud.env.api.post_server_action(run.cloud.servers[run.server],
+                                         {"os-resetState": {"state": "error"}})
+
+
+def test_liveness_check_catches_error_state(nova):
+    result = run_with(_error_state)
+    assert "[liveness] server vm1 status: expected 'VERIFY_RESIZE', seen 'ERROR'" in [
+        f.line() for f in findings(result, "liveness")]
+
+
+def _log_periodic_error(run):
+    logging.getLogger("nova.compute.manager").error(
+        "Error updating resources for node host-a.: CPUUnpinningInvalid")
+
+
+def test_log_check_catches_an_error_the_periodic_swallowed(nova):
+    result = run_with(_log_periodic_error)
+    lines = [f.line() for f in findings(result, "logs")]
+    assert any("CPUUnpinningInvalid" in ln for ln in lines)
+    assert any("Error updating resources for node host-a" in ln for ln in lines)

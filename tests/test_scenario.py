@@ -1,0 +1,55 @@
+"""Scenario files are validated eagerly, with one line naming the file and field."""
+import copy
+import tomllib
+
+import pytest
+
+from harness import scenario
+from harness.errors import InvalidScenario, UsageError
+
+with open(scenario.available()["pinned-hugepages"], "rb") as fh:
+    BASE = tomllib.load(fh)
+
+
+def load_with(mutate):
+    raw = copy.deepcopy(BASE)
+    mutate(raw)
+    return scenario.from_dict(raw, "bad.toml")
+
+
+def test_every_scenario_loads():
+    for name in scenario.available():
+        s = scenario.load(name)
+        assert s.steps[0].op == "boot" and s.steps[1].op == "resize"
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r["flavors"]["large"].update(vcpus=40),
+     "bad.toml: flavors.large: cannot fit any host"),
+    (lambda r: r["steps"][0].update(host="host-z"), "unknown host in bad.toml: steps[0] 'host-z'"),
+    (lambda r: r["steps"][1].update(flavor="huge"), "unknown flavor in bad.toml: steps[1] 'huge'"),
+    (lambda r: r["steps"][1].update(op="migrate"), "unknown op in bad.toml: steps[1] 'migrate'"),
+    (lambda r: r.update(endings=["confirm", "shelve"]), "unknown ending in bad.toml 'shelve'"),
+    (lambda r: r["hosts"].pop(), "a resize needs at least two [[hosts]]"),
+    (lambda r: r["hosts"][1].update(cells=0), "hosts[1] 'host-b': 'cells' must be an integer >= 1"),
+    (lambda r: r["flavors"]["small"].update(extra_specs={"hw:mem_page_size": "3"}),
+     "hw:mem_page_size must be a size in KiB"),
+    (lambda r: r.update(colour=1), "unknown key(s) ['colour']"),
+])
+def test_bad_scenarios(mutate, message):
+    with pytest.raises(UsageError) as exc:
+        load_with(mutate)
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_unknown_scenario_lists_the_valid_ones():
+    with pytest.raises(UsageError, match="unknown scenario 'nope'; valid: .*pinned-hugepages"):
+        scenario.load("nope")
+
+
+def test_bad_toml_names_the_file(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("name = [")
+    with pytest.raises(InvalidScenario, match="broken.toml: not valid TOML"):
+        scenario.load(str(path))
