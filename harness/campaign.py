@@ -72,27 +72,35 @@ class ItemResult:
         }
 
 
-def _cache_key(scen, backend: str, window: str) -> str:
-    import nova
-    from harness import nova_support
-    info = nova_support.load_nova()
+def _cache_path(scen, backend: str, window: str) -> str:
+    """Where discovery for this exact input is cached; computed without importing Nova.
+
+    The key covers the scenario file, the harness's own code, and the Nova
+    that ``import nova`` would load (location, version, and its compute
+    manager / resource tracker sources, so an edited checkout is noticed).
+    """
+    import importlib.util
     h = hashlib.sha256()
-    with open(scen.path, "rb") as fh:
-        h.update(fh.read())
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py"):
-            with open(os.path.join(here, name), "rb") as fh:
+    files = [scen.path] + [os.path.join(here, n) for n in sorted(os.listdir(here)) if n.endswith(".py")]
+    spec = importlib.util.find_spec("nova")
+    if spec and spec.origin:
+        pkg = os.path.dirname(spec.origin)
+        files += [os.path.join(pkg, "compute", "manager.py"),
+                  os.path.join(pkg, "compute", "resource_tracker.py")]
+        h.update(pkg.encode())
+    for path in files:
+        if os.path.exists(path):
+            with open(path, "rb") as fh:
                 h.update(fh.read())
-    h.update(f"{info.version}|{os.path.abspath(nova.__file__)}|{backend}|{window}".encode())
-    return h.hexdigest()[:16]
+    h.update(f"{backend}|{window}".encode())
+    return os.path.join(CACHE_DIR, f"{scen.name}-{h.hexdigest()[:16]}.json")
 
 
 def discover(scen, window: str = "resize", use_cache: bool = True) -> list:
-    """Point ids reached, in order, by an uninjected run of ``scen``."""
+    """Point ids reached, in order, by an uninjected run of ``scen`` (imports Nova)."""
     from harness import nova_support
-    backend = nova_support.current_backend()
-    path = os.path.join(CACHE_DIR, f"{scen.name}-{_cache_key(scen, backend, window)}.json")
+    path = _cache_path(scen, nova_support.current_backend(), window)
     if use_cache and os.path.exists(path):
         with open(path) as fh:
             return json.load(fh)
@@ -108,6 +116,28 @@ def discover(scen, window: str = "resize", use_cache: bool = True) -> list:
         json.dump(points, fh)
     os.replace(tmp, path)  # atomic: parallel workers may race here
     return points
+
+
+def points_without_nova(scen, backend: str, window: str = "resize") -> list:
+    """Like :func:`discover`, but never imports Nova in this process.
+
+    pytest collection uses it: importing Nova (and eventlet's monkey
+    patching) inside an xdist worker during collection hangs the worker's
+    channel. A cache miss runs ``nova-chaos points`` in a subprocess.
+    """
+    path = _cache_path(scen, backend, window)
+    if not os.path.exists(path):
+        import subprocess
+        import sys
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend],
+            capture_output=True, text=True, timeout=600,
+            env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        if proc.returncode != 0 or not os.path.exists(path):
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UsageError(f"discovery of {scen.name} failed: {last}")
+    with open(path) as fh:
+        return json.load(fh)
 
 
 def items(scen, points, targets=injection.TARGETS, endings=None, mutation=None) -> list:

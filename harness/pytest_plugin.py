@@ -67,9 +67,8 @@ def pytest_generate_tests(metafunc):
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
     from harness import campaign, injection, nova_support, scenario
-    nova_support.load_nova()
     scen = scenario.load(marker.kwargs["scenario"])
-    points = campaign.discover(scen)
+    points = campaign.points_without_nova(scen, nova_support.current_backend())
     opt = metafunc.config.getoption
     chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
     items = campaign.items(scen, chosen, opt("--chaos-target") or injection.TARGETS,
@@ -86,18 +85,42 @@ def pytest_generate_tests(metafunc):
 def chaos_result(chaos_item):
     """The item's judged result (an ``executor.Record``).
 
-    Eventlet: the item's whole shard runs by fork on first use. Threads:
-    a fresh environment for this item alone.
+    The first item of a shard runs the whole shard in a worker subprocess
+    (by fork on eventlet, fresh environments on threads) and the others read
+    their result: pytest's own processes never import Nova, whose eventlet
+    monkey patching does not mix with xdist's channel threads.
     """
-    from harness import campaign, executor, forking, scenario
-    points = campaign.discover(scenario.load(chaos_item.scenario))
-    if not forking.fork_supported():
-        return executor.Record.from_json(campaign.run_item(chaos_item, points).to_json())
     if chaos_item.id not in _SHARD_RESULTS:
-        shard = _SHARD_ITEMS.get(shard_of(chaos_item, points), [chaos_item])
-        for record in forking.sweep(shard, points, jobs=1, on_result=lambda r: None):
-            _SHARD_RESULTS[record.item.id] = record
+        _run_shard(chaos_item)
+    if chaos_item.id not in _SHARD_RESULTS:
+        pytest.fail(f"the worker running {chaos_item.id} gave no result")
     return _SHARD_RESULTS.pop(chaos_item.id)
+
+
+def _run_shard(chaos_item):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from harness import campaign, executor, nova_support, scenario
+    backend = nova_support.current_backend()
+    points = campaign.points_without_nova(scenario.load(chaos_item.scenario), backend)
+    shard = _SHARD_ITEMS.get(shard_of(chaos_item, points), [chaos_item])
+    mode = "fork" if backend == "eventlet" and hasattr(os, "fork") else "fresh"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode],
+        input=json.dumps({"items": [i.id for i in shard], "trace": points}),
+        capture_output=True, text=True, timeout=300 + 120 * len(shard),
+        env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            record = executor.Record.from_json(json.loads(line))
+            _SHARD_RESULTS[record.item.id] = record
+    if chaos_item.id not in _SHARD_RESULTS:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        pytest.fail(f"shard worker exited {proc.returncode} without a result for "
+                    f"{chaos_item.id}:\n{tail}")
 
 
 @pytest.hookimpl(hookwrapper=True)

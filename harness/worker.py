@@ -1,4 +1,9 @@
-"""Worker process: run the items given on stdin, one JSON result line each."""
+"""Worker process: run the items given on stdin, one JSON result line each.
+
+Used by the fresh-mode executor (a share of the items each) and by the
+pytest plugin (one shard each, usually by fork), so neither the CLI's
+parent nor pytest's processes need to import Nova themselves.
+"""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +14,8 @@ import sys
 def main() -> int:
     parser = argparse.ArgumentParser(prog="harness.worker")
     parser.add_argument("--backend", default="eventlet")
+    parser.add_argument("--mode", choices=("fork", "fresh"), default="fresh")
+    parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
     from harness import nova_support
     nova_support.select_backend(args.backend)
@@ -16,12 +23,19 @@ def main() -> int:
     nova_support.load_nova()
     from harness.cli import quiet
     quiet()
-    from harness.campaign import Item, run_item
+    from harness.campaign import Item
+    from harness.executor import run_items
     out = sys.stdout
-    for text in job["items"]:
-        result = run_item(Item.parse(text), job["trace"])
-        out.write(json.dumps(result.to_json()) + "\n")
+
+    def emit(record):
+        out.write(json.dumps(record.to_json()) + "\n")
         out.flush()
+    items = [Item.parse(text) for text in job["items"]]
+    if args.mode == "fresh":  # one at a time in this process
+        from harness.executor import run_local
+        run_local(items, job["trace"], emit)
+    else:
+        run_items(items, job["trace"], args.jobs, args.backend, emit, "fork")
     return 0
 
 
