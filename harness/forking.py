@@ -81,6 +81,15 @@ class Brancher:
 
     def branch(self, variants, where):
         pending, running = list(variants), {}
+        try:
+            return self._branch(pending, running, where)
+        except BaseException:  # interrupted: leave no orphan behind
+            for pid in running:
+                os.kill(pid, signal.SIGKILL)
+                _os.waitpid(pid, 0)
+            raise
+
+    def _branch(self, pending, running, where):
         while pending or running:
             while pending and len(running) < self.jobs:
                 variant = pending.pop(0)

@@ -7,11 +7,11 @@ with every item of the scenario's campaign, ids being the item ids (so
 deterministic, cached discovery run, never from timing). Importing this
 module does not import Nova; options all start with ``--chaos-``.
 
-Items are grouped in shards of consecutive points (``xdist_group``; the
-plugin turns xdist's default ``load`` into ``loadgroup``). On the eventlet
-backend the first item of a shard runs the whole shard by fork
-(:mod:`harness.forking`) and the rest read their result; each verdict is the
-same whichever worker, and however many, runs it.
+Items are grouped in shards of consecutive points. The first item of a
+shard to run, on whichever xdist worker, runs the whole shard in a worker
+subprocess (by fork on eventlet) under a file lock; the shard's other items,
+on any worker, read the results it wrote. Node ids are plain (no xdist
+group suffix), so they are the same with ``-n 0`` and ``-n auto``.
 """
 from __future__ import annotations
 
@@ -51,8 +51,13 @@ def pytest_configure(config):
     if backend:
         from harness import nova_support
         nova_support.select_backend(backend)
-    if getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"  # keep a shard on one worker
+    if (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+            and not getattr(config.option, "testrunuid", None)):
+        import os
+        import uuid
+        # name the run ourselves, so the controller knows where workers share results
+        config.option.testrunuid = uuid.uuid4().hex
+        os.environ["PYTEST_XDIST_TESTRUNUID"] = config.option.testrunuid
 
 
 def shard_of(item, points) -> str:
@@ -77,7 +82,7 @@ def pytest_generate_tests(metafunc):
     for item in items:
         shard = shard_of(item, points)
         _SHARD_ITEMS.setdefault(shard, []).append(item)
-        params.append(pytest.param(item, id=item.id, marks=pytest.mark.xdist_group(shard)))
+        params.append(pytest.param(item, id=item.id))
     metafunc.parametrize("chaos_item", params)
 
 
@@ -91,36 +96,72 @@ def chaos_result(chaos_item):
     monkey patching does not mix with xdist's channel threads.
     """
     if chaos_item.id not in _SHARD_RESULTS:
-        _run_shard(chaos_item)
+        _shard_once(chaos_item)
     if chaos_item.id not in _SHARD_RESULTS:
         pytest.fail(f"the worker running {chaos_item.id} gave no result")
     return _SHARD_RESULTS.pop(chaos_item.id)
 
 
-def _run_shard(chaos_item):
+def _shared_dir() -> str:
+    """Results shared by the xdist workers of one test run (per-process otherwise)."""
+    import os
+    import tempfile
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    path = os.path.join(tempfile.gettempdir(), f"nova-chaos-pytest-{run}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _shard_once(chaos_item):
+    """Run the item's shard unless another worker did; then load its results."""
+    import fcntl
+    import hashlib
     import json
     import os
-    import subprocess
-    import sys
 
     from harness import campaign, executor, nova_support, scenario
     backend = nova_support.current_backend()
     points = campaign.points_without_nova(scenario.load(chaos_item.scenario), backend)
-    shard = _SHARD_ITEMS.get(shard_of(chaos_item, points), [chaos_item])
+    name = shard_of(chaos_item, points)
+    base = os.path.join(_shared_dir(), hashlib.sha1(f"{name}|{backend}".encode()).hexdigest())
+    with open(base + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a worker running this shard holds it
+        if not os.path.exists(base + ".jsonl"):
+            lines = _run_shard(_SHARD_ITEMS.get(name, [chaos_item]), points, backend)
+            with open(base + ".tmp", "w") as fh:
+                fh.write("\n".join(lines))
+            os.replace(base + ".tmp", base + ".jsonl")
+    with open(base + ".jsonl") as fh:
+        for line in fh:
+            if line.startswith("{"):
+                record = executor.Record.from_json(json.loads(line))
+                _SHARD_RESULTS[record.item.id] = record
+
+
+def _run_shard(shard, points, backend) -> list:
+    import json
+    import os
+    import subprocess
+    import sys
     mode = "fork" if backend == "eventlet" and hasattr(os, "fork") else "fresh"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode],
+        [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode,
+         "--jobs", str(os.cpu_count() or 1)],
         input=json.dumps({"items": [i.id for i in shard], "trace": points}),
         capture_output=True, text=True, timeout=300 + 120 * len(shard),
         env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            record = executor.Record.from_json(json.loads(line))
-            _SHARD_RESULTS[record.item.id] = record
-    if chaos_item.id not in _SHARD_RESULTS:
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if len(lines) != len(shard):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        pytest.fail(f"shard worker exited {proc.returncode} without a result for "
-                    f"{chaos_item.id}:\n{tail}")
+        pytest.fail(f"shard worker exited {proc.returncode} with {len(lines)} of "
+                    f"{len(shard)} results:\n{tail}")
+    return lines
+
+
+def pytest_sessionfinish(session):
+    import shutil
+    if not hasattr(session.config, "workerinput"):  # controller or -n 0: tidy up
+        shutil.rmtree(_shared_dir(), ignore_errors=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,0 +1,69 @@
+"""Same ids and verdicts whatever the mode, backend or number of pytest workers."""
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+from tests.conftest import ROOT, cli
+
+SAMPLE = [  # one point before the race window, one inside it, one after
+    "source:ComputeManager._resize_instance>Migration.save#1",
+    "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
+    "dest:ComputeManager._finish_resize>Migration.save#1",
+]
+
+
+def _run(tmp_path, name, *extra):
+    report = tmp_path / f"{name}.json"
+    args = ["run", "pinned-hugepages", "--json", str(report), "--jobs", "2", *extra]
+    for point in SAMPLE:
+        args += ["--point", point]
+    proc = cli(*args)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    items = json.loads(report.read_text())["items"]
+    return {i["id"]: (i["verdict"], sorted((f["checkpoint"], f["check"], f["where"], f["expected"],
+                                            f["seen"]) for f in i["findings"])) for i in items}
+
+
+def test_fork_and_fresh_agree_clean_and_mutated(tmp_path):
+    for mutate in ([], ["--mutate", "1944759"]):
+        fork = _run(tmp_path, "fork", "--mode", "fork", *mutate)
+        fresh = _run(tmp_path, "fresh", "--mode", "fresh", *mutate)
+        assert len(fork) == len(SAMPLE) * 6
+        assert fork == fresh
+
+
+def test_point_ids_agree_between_backends():
+    eventlet = cli("points", "pinned-hugepages", "--backend", "eventlet", "--fresh")
+    threads = cli("points", "pinned-hugepages", "--backend", "threads", "--fresh")
+    assert eventlet.returncode == threads.returncode == 0, threads.stderr[-2000:]
+    assert eventlet.stdout == threads.stdout
+    assert len(eventlet.stdout.splitlines()) > 20
+
+
+def test_threads_backend_verdicts_match_eventlet(tmp_path):
+    eventlet = _run(tmp_path, "ev", "--ending", "confirm", "--target", "source")
+    threads = _run(tmp_path, "th", "--ending", "confirm", "--target", "source",
+                   "--backend", "threads")
+    assert eventlet == threads
+
+
+def _pytest_outcomes(tmp_path, workers):
+    xml = tmp_path / f"n{workers}.xml"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", str(workers),
+           "tests/test_campaign.py", f"--junitxml={xml}", "-W", "ignore"]
+    for point in SAMPLE[1:]:
+        cmd += ["--chaos-point", point]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return {(c.get("classname"), c.get("name")): [e.tag for e in c]
+            for c in ET.parse(xml).getroot().iter("testcase")}
+
+
+def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
+    serial = _pytest_outcomes(tmp_path, 0)
+    parallel = _pytest_outcomes(tmp_path, 2)
+    assert len(serial) == 2 * 2 * 6
+    assert serial == parallel
