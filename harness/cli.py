@@ -36,8 +36,27 @@ def quiet():
     sys.excepthook = sys.__excepthook__  # oslo.log routes uncaught errors into logging
 
 
+#: where results go; Nova's own chatter is sent to stderr (see _load)
+OUT = sys.stdout
+
+
+def claim_stdout():
+    """Keep fd 1 for our results and send everything else written there to stderr.
+
+    Some of Nova's stack logs INFO lines straight to the process's stdout
+    (outside the captured test log); the table, JSON lines and replay output
+    must stay clean.
+    """
+    global OUT
+    sys.stdout.flush()
+    OUT = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    return OUT
+
+
 def _load(backend: str):
     from harness import nova_support
+    claim_stdout()
     nova_support.select_backend(backend)
     warnings.filterwarnings("ignore")
     info = nova_support.load_nova()
@@ -61,7 +80,7 @@ def cmd_points(args) -> int:
     _load(args.backend)
     points = campaign.discover(scen, use_cache=not args.fresh)
     for i, p in enumerate(points, 1):
-        print(f"{i:3}. {p}")
+        print(f"{i:3}. {p}", file=OUT)
     print(f"{len(points)} yield points in window 'resize' of {scen.name}", file=sys.stderr)
     return EXIT_OK
 
@@ -88,22 +107,22 @@ def cmd_run(args) -> int:
     progress = report.Progress(len(items))
     results = executor.run_items(items, points, jobs, args.backend, progress.update, mode)
     elapsed = time.monotonic() - started
-    print(report.table(results, chosen, targets, endings))
+    print(report.table(results, chosen, targets, endings), file=OUT)
     failed = [r for r in results if r.verdict in ("fail", "error")]
     for r in failed:
-        print(report.failure_text(r, _pytest_id(r.item)))
+        print(report.failure_text(r, _pytest_id(r.item)), file=OUT)
     meta = {"scenario": scen.name, "nova": info.banner(), "backend": args.backend,
             "targets": targets, "endings": endings, "mutation": args.mutate, "jobs": jobs,
             "mode": mode,
             "points": chosen, "seconds": round(elapsed, 1)}
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
-        print(f"JSON report: {os.path.abspath(args.json)}")
+        print(f"JSON report: {os.path.abspath(args.json)}", file=OUT)
     if args.junit:
         report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{scen.name}"))
-        print(f"JUnit report: {os.path.abspath(args.junit)}")
+        print(f"JUnit report: {os.path.abspath(args.junit)}", file=OUT)
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
-          f"wall); {len(failed)} failed")
+          f"wall); {len(failed)} failed", file=OUT)
     return EXIT_FINDINGS if failed or len(results) != len(items) else EXIT_OK
 
 
@@ -121,24 +140,24 @@ def cmd_replay(args) -> int:
     campaign.validate(scen, points, [item.target], [item.ending], [item.point], item.mutation)
     result = campaign.run_item(item, points, detail=True)
     at = result.trace.index(item.point) if item.point in result.trace else -1
-    print(f"item {item.id}")
-    print("calls around the point:")
+    print(f"item {item.id}", file=OUT)
+    print("calls around the point:", file=OUT)
     for i in range(max(0, at - 4), min(len(result.trace), at + 5)):
-        print(f"  {'>>' if i == at else '  '} {i + 1:3}. {result.trace[i]}")
-    print(f"periodic injected on: {', '.join(result.fired) or 'nowhere (point not reached)'}")
+        print(f"  {'>>' if i == at else '  '} {i + 1:3}. {result.trace[i]}", file=OUT)
+    print(f"periodic injected on: {', '.join(result.fired) or 'nowhere (point not reached)'}", file=OUT)
     for host, rows in result.changes.items():
-        print(f"what the periodic changed on {host}'s watch:")
+        print(f"what the periodic changed on {host}'s watch:", file=OUT)
         for path, before, after in rows or [("(nothing)", "", "")]:
-            print(f"    {path}: {before!r} -> {after!r}")
+            print(f"    {path}: {before!r} -> {after!r}", file=OUT)
     for cp in result.checkpoints:
-        print(f"checkpoint {cp.name}: {'ok' if cp.passed else ''}")
+        print(f"checkpoint {cp.name}: {'ok' if cp.passed else ''}", file=OUT)
         for f in cp.findings:
-            print(f"    {known.classify(f):9} {f.line()}")
+            print(f"    {known.classify(f):9} {f.line()}", file=OUT)
     for line in result.known:
-        print(f"known: {line}")
-    print(f"verdict: {result.verdict} ({result.seconds:.1f}s)")
+        print(f"known: {line}", file=OUT)
+    print(f"verdict: {result.verdict} ({result.seconds:.1f}s)", file=OUT)
     for p in result.problems:
-        print(f"  {p}")
+        print(f"  {p}", file=OUT)
     return EXIT_OK if result.verdict in ("pass", "known") else EXIT_FINDINGS
 
 
@@ -152,11 +171,11 @@ def cmd_baseline(args) -> int:
     worst = EXIT_OK
     for ending in endings:
         result = runner.run(scen, ending)
-        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in {result.seconds:.1f}s")
-        print(result.report())
+        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in {result.seconds:.1f}s", file=OUT)
+        print(result.report(), file=OUT)
         worst = worst if result.passed else EXIT_FINDINGS
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS {rss:.0f} MiB")
+    print(f"peak RSS {rss:.0f} MiB", file=OUT)
     return worst
 
 

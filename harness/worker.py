@@ -21,11 +21,11 @@ def main() -> int:
     nova_support.select_backend(args.backend)
     job = json.load(sys.stdin)
     nova_support.load_nova()
-    from harness.cli import quiet
+    from harness.cli import claim_stdout, quiet
     quiet()
     from harness.campaign import Item
     from harness.executor import run_items
-    out = sys.stdout
+    out = claim_stdout()
 
     def emit(record):
         out.write(json.dumps(record.to_json()) + "\n")
