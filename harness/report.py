@@ -66,7 +66,7 @@ def table(results, points, targets, endings) -> str:
             cells.append(f"{MARK[r.verdict] if r else ' ':^14}")
         lines.append(f"{i:>3}. {p:<{width}} " + " ".join(cells))
     counts = collections.Counter(r.verdict for r in results)
-    lines.append(f"legend: . pass  k known finding  F fail  E error   totals: "
+    lines.append("legend: . pass  k known finding  F fail  E error   totals: "
                  + ", ".join(f"{k} {counts[k]}" for k in ("pass", "known", "fail", "error")))
     return "\n".join(lines)
 
