@@ -138,13 +138,6 @@ def _shard_once(chaos_item):
                 _SHARD_RESULTS[record.item.id] = record
 
 
-def _jobs_per_worker() -> int:
-    """Forked children at a time: the cores, shared among xdist workers."""
-    import os
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return max(1, (os.cpu_count() or 1) // workers)
-
-
 def _run_shard(shard, points, backend) -> list:
     import json
     import os
@@ -153,7 +146,7 @@ def _run_shard(shard, points, backend) -> list:
     mode = "fork" if backend == "eventlet" and hasattr(os, "fork") else "fresh"
     proc = subprocess.run(
         [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode,
-         "--jobs", str(_jobs_per_worker())],
+         "--jobs", str(os.cpu_count() or 1)],
         input=json.dumps({"items": [i.id for i in shard], "trace": points}),
         capture_output=True, text=True, timeout=300 + 120 * len(shard),
         env=dict(os.environ, PYTHONWARNINGS="ignore"))
