@@ -1,8 +1,9 @@
 """Items of a campaign, running one, and deciding its verdict.
 
-An item is (scenario, point id, target, ending[, mutation]). Its id is plain
-text, the same everywhere, and is all ``nova-chaos replay`` needs.
-Discovery (a recording run without injection) lists the points; it is
+An item is (scenario, point id, target, ending[, window][, mutation]). Its id
+is plain text, the same everywhere, and is all ``nova-chaos replay`` needs.
+Discovery (recording runs without injection, one per ending when the window
+reaches into the ending) lists the points per ending -- the *traces*; it is
 cached on disk keyed by everything that could change the answer.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from harness import injection, known, mutations, runner, scenario as scenario_mo
 from harness.errors import UnknownChoice, UsageError
 
 SEP = "/"
+DEFAULT_WINDOW = "resize"
 CACHE_DIR = os.environ.get("NOVA_CHAOS_CACHE", os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
@@ -30,21 +32,27 @@ class Item:
     target: str
     ending: str
     mutation: str | None = None
+    window: str = DEFAULT_WINDOW
 
     @property
     def id(self) -> str:
         base = SEP.join((self.scenario, self.point, self.target, self.ending))
+        if self.window != DEFAULT_WINDOW:
+            base += f"{SEP}window={self.window}"
         return base + (f"{SEP}mutate={self.mutation}" if self.mutation else "")
 
     @classmethod
     def parse(cls, text: str) -> "Item":
         parts = text.split(SEP)
-        mutation = None
-        if parts and parts[-1].startswith("mutate="):
-            mutation = parts.pop()[len("mutate="):]
+        options = {}
+        while parts and parts[-1].split("=", 1)[0] in ("mutate", "window") and "=" in parts[-1]:
+            key, value = parts.pop().split("=", 1)
+            options[key] = value
         if len(parts) != 4:
-            raise UsageError(f"bad item id {text!r}; expected SCENARIO/POINT/TARGET/ENDING[/mutate=NAME]")
-        return cls(*parts, mutation=mutation)
+            raise UsageError(f"bad item id {text!r}; expected "
+                             "SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME]")
+        return cls(*parts, mutation=options.get("mutate"),
+                   window=options.get("window", DEFAULT_WINDOW))
 
     def replay_command(self) -> str:
         return f"nova-chaos replay '{self.id}'"
@@ -97,41 +105,58 @@ def _cache_path(scen, backend: str, window: str) -> str:
     return os.path.join(CACHE_DIR, f"{scen.name}-{h.hexdigest()[:16]}.json")
 
 
-def discover(scen, window: str = "resize", use_cache: bool = True) -> list:
-    """Point ids reached, in order, by an uninjected run of ``scen`` (imports Nova)."""
+def _check_window(window: str) -> None:
+    from harness.tracer import WINDOWS
+    if window not in WINDOWS:
+        raise UnknownChoice("window", window, WINDOWS)
+
+
+def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True) -> dict:
+    """ending -> point ids reached, in order, by an uninjected run (imports Nova).
+
+    The card's window closes before VERIFY_RESIZE, so one run serves every
+    ending; a window reaching into the ending takes one run per ending.
+    """
     from harness import nova_support
+    from harness.tracer import WINDOWS
+    _check_window(window)
     path = _cache_path(scen, nova_support.current_backend(), window)
     if use_cache and os.path.exists(path):
         with open(path) as fh:
             return json.load(fh)
-    run = runner.Run(scen, scen.endings[0], converge_every=False)
-    result = run.execute(lambda r: injection.Injector(r, None, window))
-    if not result.passed:
-        raise UsageError(f"scenario {scen.name}: the uninjected run fails, nothing to sweep:\n"
-                         + result.report())
-    points = [p.id for p in run.tracer.points]
+    traces = {}
+    for ending in (scen.endings if WINDOWS[window].per_ending else scen.endings[:1]):
+        run = runner.Run(scen, ending, converge_every=False)
+        result = run.execute(lambda r: injection.Injector(r, None, window))
+        if not result.passed:
+            raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
+                             "nothing to sweep:\n" + result.report())
+        traces[ending] = [p.id for p in run.tracer.points]
+    traces = {e: traces.get(e, traces[scen.endings[0]]) for e in scen.endings}
     os.makedirs(CACHE_DIR, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=CACHE_DIR)
     with os.fdopen(fd, "w") as fh:
-        json.dump(points, fh)
+        json.dump(traces, fh)
     os.replace(tmp, path)  # atomic: parallel workers may race here
-    return points
+    return traces
 
 
-def points_without_nova(scen, backend: str, window: str = "resize") -> list:
+def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW) -> dict:
     """Like :func:`discover`, but never imports Nova in this process.
 
     pytest collection uses it: importing Nova (and eventlet's monkey
     patching) inside an xdist worker during collection hangs the worker's
     channel. A cache miss runs ``nova-chaos points`` in a subprocess.
     """
+    _check_window(window)
     path = _cache_path(scen, backend, window)
     if not os.path.exists(path):
         import subprocess
         import sys
         proc = subprocess.run(
-            [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend],
-            capture_output=True, text=True, timeout=600,
+            [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
+             "--window", window],
+            capture_output=True, text=True, timeout=900,
             env=dict(os.environ, PYTHONWARNINGS="ignore"))
         if proc.returncode != 0 or not os.path.exists(path):
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -140,28 +165,50 @@ def points_without_nova(scen, backend: str, window: str = "resize") -> list:
         return json.load(fh)
 
 
-def items(scen, points, targets=injection.TARGETS, endings=None, mutation=None) -> list:
+def trace_key(scenario: str, window: str) -> str:
+    """Key of one scenario+window's traces in the ``{key: traces}`` maps executors pass."""
+    return f"{scenario}|{window}"
+
+
+def union(traces: dict) -> list:
+    """Every point of every ending's trace, once, in first-seen order."""
+    return list(dict.fromkeys(p for trace in traces.values() for p in trace))
+
+
+def targets_for(scen) -> tuple:
+    """One host plays both roles in a same-host scenario: one target."""
+    return ("source",) if scen.same_host else injection.TARGETS
+
+
+def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
+          window: str = DEFAULT_WINDOW) -> list:
+    """The campaign's items, point by point (then target, then ending)."""
     endings = endings or scen.endings
-    return [Item(scen.name, p, t, e, mutation) for p in points for t in targets for e in endings]
+    targets = targets or targets_for(scen)
+    chosen = points or union(traces)
+    return [Item(scen.name, p, t, e, mutation, window) for p in chosen for t in targets
+            for e in endings if p in traces[e]]
 
 
-def validate(scen, points, targets, endings, point_ids, mutation):
+def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW):
+    _check_window(window)
     for t in targets:
-        if t not in injection.TARGETS:
-            raise UnknownChoice("target", t, injection.TARGETS)
+        if t not in targets_for(scen):
+            raise UnknownChoice(f"target for {scen.name}", t, targets_for(scen))
     for e in endings:
         if e not in scen.endings:
             raise UnknownChoice(f"ending for {scen.name}", e, scen.endings)
+    known_points = union(traces)
     for p in point_ids:
-        if p not in points:
-            raise UnknownChoice(f"point of {scen.name}", p, points)
+        if p not in known_points:
+            raise UnknownChoice(f"point of {scen.name} (window {window})", p, known_points)
     if mutation:
         mutations.get(mutation)
 
 
-def run_item(item: Item, expected_trace: list | None = None, entries=None,
-             window: str = "resize", timeout: float = 180.0, detail: bool = False) -> ItemResult:
-    """Run one item and judge it (known findings applied strictly)."""
+def run_item(item: Item, traces: dict | None = None, entries=None,
+             timeout: float = 180.0, detail: bool = False) -> ItemResult:
+    """Run one item in a fresh environment and judge it (known findings applied strictly)."""
     scen = scenario_mod.load(item.scenario)
     inj = injection.Injection(item.point, item.target, detail=detail)
     run = runner.Run(scen, item.ending, converge_every=False, timeout=timeout)
@@ -170,15 +217,16 @@ def run_item(item: Item, expected_trace: list | None = None, entries=None,
         def _setUp(self):
             if item.mutation:
                 self.useFixture(mutations.get(item.mutation)())
-            self.useFixture(injection.Injector(run, inj, window))
+            self.useFixture(injection.Injector(run, inj, item.window))
 
     started = time.monotonic()
     run.execute(lambda r: Instrument())
-    return judge(item, run, inj, expected_trace, entries, started)
+    return judge(item, run, inj, traces, entries, started)
 
 
-def judge(item: Item, run, inj, expected_trace, entries, started) -> ItemResult:
+def judge(item: Item, run, inj, traces, entries, started) -> ItemResult:
     """Decide an item's verdict from its finished run (wherever it ran)."""
+    expected_trace = traces.get(item.ending) if traces else None
     result = run.result
     trace = [p.id for p in run.tracer.points] if run.tracer else []
     problems = []

@@ -41,7 +41,6 @@ class CheckContext:
     cloud: object
     phase: object          # ledger.Phase
     snap: dict             # views.snapshot()
-    server: str
     exact_cells: bool      # domains settled: RT cells must equal defined domains
     reserved_mb: int
     log_text: str
@@ -72,6 +71,8 @@ def _pages_total(cells: dict) -> dict:
 def rt_matches_ledger(ctx) -> list:
     """The resource tracker holds exactly the ledger, per host and per cell."""
     out = []
+    if ctx.phase.holdings is None:
+        return out
     for host, view in sorted(ctx.snap["rt"].items()):
         want = ctx.phase.held(host)
         pinned = sum(len(c["cpus"]) for c in view["cells"].values())
@@ -83,8 +84,13 @@ def rt_matches_ledger(ctx) -> list:
              view["memory_mb_used"])
         if ctx.exact_cells:
             defined = ctx.snap["truth"][host]["defined"]
+            shadowed = ctx.phase.shadowed(host)  # then domains are a lower bound only
             for cell in sorted(defined):
                 seen = view["cells"].get(cell, {"cpus": [], "pages": {}})
+                if shadowed:
+                    _cmp(out, "rt", f"{host} cell {cell} domain pCPUs the RT does not hold",
+                         [], sorted(set(defined[cell]["cpus"]) - set(seen["cpus"])))
+                    continue
                 _cmp(out, "rt", f"{host} cell {cell} pinned cpus (vs domains)",
                      defined[cell]["cpus"], seen["cpus"])
                 _cmp(out, "rt", f"{host} cell {cell} hugepages used (vs domains)",
@@ -96,10 +102,12 @@ def rt_matches_ledger(ctx) -> list:
 def placement_matches_ledger(ctx) -> list:
     """Placement allocations per consumer per provider, and provider usages."""
     out = []
+    if ctx.phase.holdings is None:
+        return out
     want = ctx.phase.allocations()
     seen = ctx.snap["placement"]["allocations"]
     for kind in sorted(set(want) | set(seen)):
-        _cmp(out, "placement", f"allocations of the {kind}", want.get(kind, {}), seen.get(kind, {}))
+        _cmp(out, "placement", f"allocations of {kind}", want.get(kind, {}), seen.get(kind, {}))
     usage = collections.defaultdict(collections.Counter)
     for per_host in want.values():
         for host, resources in per_host.items():
@@ -116,7 +124,7 @@ def ground_truth(ctx) -> list:
     for host, truth in sorted(ctx.snap["truth"].items()):
         running = truth["running"]
         pinned = sum(len(c["cpus"]) for c in running.values())
-        if ctx.exact_cells:
+        if ctx.exact_cells and ctx.phase.holdings is not None:
             want = ctx.phase.running(host)
             _cmp(out, "truth", f"{host} pCPUs pinned by running domains", want.pinned, pinned)
             _cmp(out, "truth", f"{host} hugepages held by running domains",
@@ -136,18 +144,23 @@ def ground_truth(ctx) -> list:
 @check("liveness")
 def liveness(ctx) -> list:
     """Server, task and migration states are the phase's; nothing in ERROR."""
+    from harness import views
     out = []
-    server = ctx.cloud.server(ctx.server)
-    if ctx.phase.server_status is None:
-        if server["status"] == "ERROR":
-            _cmp(out, "liveness", f"server {ctx.server} status", "not ERROR", "ERROR")
-        return out
-    _cmp(out, "liveness", f"server {ctx.server} status", ctx.phase.server_status, server["status"])
-    _cmp(out, "liveness", f"server {ctx.server} task_state", None, server.get("OS-EXT-STS:task_state"))
-    if ctx.phase.migration_status:
-        migration = ctx.cloud.migration_of(ctx.server)
-        _cmp(out, "liveness", f"migration of {ctx.server} status",
-             ctx.phase.migration_status, migration["status"])
+    for name, (status, migration_status) in sorted(ctx.phase.status.items()):
+        if status == "DELETED":
+            _cmp(out, "liveness", f"server {name} deleted", True, ctx.cloud.gone(name))
+            continue
+        server = ctx.cloud.server(name)
+        if status is None:
+            if server["status"] == "ERROR":
+                _cmp(out, "liveness", f"server {name} status", "not ERROR", "ERROR")
+            continue
+        _cmp(out, "liveness", f"server {name} status", status, server["status"])
+        _cmp(out, "liveness", f"server {name} task_state", None, server.get("OS-EXT-STS:task_state"))
+        if migration_status:
+            migration = views.latest_migration(ctx.cloud, name)
+            _cmp(out, "liveness", f"migration of {name} status", migration_status,
+                 migration.status if migration else None)
     return out
 
 

@@ -77,40 +77,48 @@ def cmd_points(args) -> int:
     from harness import campaign, scenario
     scen = scenario.load(args.scenario)
     _load(args.backend)
-    points = campaign.discover(scen, use_cache=not args.fresh)
+    campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
+    traces = campaign.discover(scen, args.window, use_cache=not args.fresh)
+    endings = args.ending or list(scen.endings)
+    points = campaign.union({e: traces[e] for e in endings})
     for i, p in enumerate(points, 1):
-        print(f"{i:3}. {p}", file=OUT)
-    print(f"{len(points)} yield points in window 'resize' of {scen.name}", file=sys.stderr)
+        only = [e for e in endings if p not in traces[e]]
+        suffix = f"  (not in: {', '.join(only)})" if only else ""
+        print(f"{i:3}. {p}{suffix}", file=OUT)
+    print(f"{len(points)} yield points in window {args.window!r} of {scen.name}", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_run(args) -> int:
-    from harness import campaign, executor, injection, report, scenario
+    from harness import campaign, executor, report, scenario
     scen = scenario.load(args.scenario)
-    targets = args.target or list(injection.TARGETS)
+    targets = args.target or list(campaign.targets_for(scen))
     endings = args.ending or list(scen.endings)
     try:
         jobs = executor.jobs_value(args.jobs)
     except ValueError:
         raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
-    campaign.validate(scen, [], targets, endings, [], args.mutate)  # before Nova loads
+    window = args.window
+    campaign.validate(scen, {}, targets, endings, [], args.mutate, window)  # before Nova loads
     info = _load(args.backend)
     started = time.monotonic()
-    points = campaign.discover(scen)
-    campaign.validate(scen, points, targets, endings, args.point or [], args.mutate)
-    chosen = args.point or points
-    items = campaign.items(scen, chosen, targets, endings, args.mutate)
+    traces = campaign.discover(scen, window)
+    campaign.validate(scen, traces, targets, endings, args.point or [], args.mutate, window)
+    points = campaign.union({e: traces[e] for e in endings})
+    chosen = [p for p in points if p in args.point] if args.point else points
+    items = campaign.items(scen, traces, targets, endings, args.mutate, chosen, window)
     mode = args.mode or executor.default_mode()
-    print(f"{len(points)} yield points; {len(items)} items; mode {mode}, {jobs} at a time",
-          file=sys.stderr)
+    print(f"{len(points)} yield points in window {window!r}; {len(items)} items; "
+          f"mode {mode}, {jobs} at a time", file=sys.stderr)
     progress = report.Progress(len(items))
-    results = executor.run_items(items, points, jobs, args.backend, progress.update, mode)
+    results = executor.run_items(items, {campaign.trace_key(scen.name, window): traces}, jobs,
+                                 args.backend, progress.update, mode)
     elapsed = time.monotonic() - started
     print(report.table(results, chosen, targets, endings), file=OUT)
     failed = [r for r in results if r.verdict in ("fail", "error")]
     for r in failed:
         print(report.failure_text(r, _pytest_id(r.item)), file=OUT)
-    meta = {"scenario": scen.name, "nova": info.banner(), "backend": args.backend,
+    meta = {"scenario": scen.name, "window": window, "nova": info.banner(), "backend": args.backend,
             "targets": targets, "endings": endings, "mutation": args.mutate, "jobs": jobs,
             "mode": mode,
             "points": chosen, "seconds": round(elapsed, 1)}
@@ -134,10 +142,12 @@ def cmd_replay(args) -> int:
     from harness import campaign, known, scenario
     item = campaign.Item.parse(args.id)
     scen = scenario.load(item.scenario)
+    campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
     _load(args.backend)
-    points = campaign.discover(scen)
-    campaign.validate(scen, points, [item.target], [item.ending], [item.point], item.mutation)
-    result = campaign.run_item(item, points, detail=True)
+    traces = campaign.discover(scen, item.window)
+    campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
+                      [item.point], item.mutation, item.window)
+    result = campaign.run_item(item, traces, detail=True)
     at = result.trace.index(item.point) if item.point in result.trace else -1
     print(f"item {item.id}", file=OUT)
     print("calls around the point:", file=OUT)
@@ -184,16 +194,23 @@ def build_parser():
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     backend = dict(default=os.environ.get("NOVA_CHAOS_BACKEND", "eventlet"), choices=BACKENDS,
                    help="Nova concurrency backend (default: eventlet)")
+    window = dict(default="resize", help="which stretch of the resize to sweep: 'resize' "
+                  "(the design card's: source resize_instance to destination finish_resize) "
+                  "or 'lifecycle' (destination prep_resize to the end of the ending)")
     sub.add_parser("scenarios", help="list the scenarios").set_defaults(fn=cmd_scenarios)
     sp = sub.add_parser("points", help="list the yield points of a scenario's window")
     sp.add_argument("scenario")
     sp.add_argument("--backend", **backend)
     sp.add_argument("--fresh", action="store_true", help="ignore the discovery cache")
+    sp.add_argument("--window", **window)
+    sp.add_argument("--ending", action="append", help="only this ending's points (repeatable)")
     sp.set_defaults(fn=cmd_points)
     sp = sub.add_parser("run", help="inject the periodic at every point (or --point ...)")
     sp.add_argument("scenario")
     sp.add_argument("--target", action="append", help="source, dest or both (repeatable)")
-    sp.add_argument("--ending", action="append", help="confirm or revert (repeatable)")
+    sp.add_argument("--ending", action="append",
+                    help="confirm, revert or auto-confirm (repeatable; default: the scenario's)")
+    sp.add_argument("--window", **window)
     sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
     sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759")
     sp.add_argument("--jobs", default="1",
@@ -205,7 +222,7 @@ def build_parser():
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=cmd_run)
     sp = sub.add_parser("replay", help="rerun one item verbosely")
-    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/mutate=NAME], as printed")
+    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME], as printed")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=cmd_replay)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")

@@ -39,6 +39,8 @@ UNSTUBBED = (
 )
 
 _ENV_CLASS = None
+#: seconds a resize may sit in VERIFY_RESIZE before the periodic confirms it
+RESIZE_CONFIRM_WINDOW = 3600
 
 
 def api_paste_config() -> str:
@@ -149,6 +151,9 @@ class Cloud(fixtures.Fixture):
         # CastAsCall waits carry RPC deadlines that keep running while forked
         # children work (harness.forking); keep them long, for every run alike
         env.flags(rpc_response_timeout=600)
+        # the auto-confirm ending moves the clock past this window (freezegun)
+        env.flags(resize_confirm_window=RESIZE_CONFIRM_WINDOW)
+        env.flags(allow_resize_to_same_host=self.scenario.allow_same_host)
         for host in self.scenario.hosts:
             env.start_compute(hostname=host.name)
         self.flavor_ids = {}
@@ -157,7 +162,6 @@ class Cloud(fixtures.Fixture):
                 name=name, vcpu=flavor.vcpus, memory_mb=flavor.memory_mb,
                 disk=flavor.disk_gb, ephemeral=0, swap=0, extra_spec=flavor.extra_specs)
         self.servers = {}
-        self.migrations = {}
 
     # -- accessors -----------------------------------------------------------
     def compute(self, host: str):
@@ -210,9 +214,11 @@ class Cloud(fixtures.Fixture):
 
     def resize(self, name: str, flavor: str) -> dict:
         self.post_action(name, {"resize": {"flavorRef": self.flavor_ids[flavor]}}, f"resize {name}")
-        server = self.wait_for(name, ("VERIFY_RESIZE",), f"resize {name}")
-        self.migrations[name] = self.migration_of(name)
-        return server
+        return self.wait_for(name, ("VERIFY_RESIZE",), f"resize {name}")
+
+    def migrate(self, name: str, host: str | None) -> dict:
+        self.post_action(name, {"migrate": {"host": host} if host else None}, f"migrate {name}")
+        return self.wait_for(name, ("VERIFY_RESIZE",), f"migrate {name}")
 
     def confirm(self, name: str) -> dict:
         self.post_action(name, {"confirmResize": None}, f"confirm {name}")
@@ -222,22 +228,65 @@ class Cloud(fixtures.Fixture):
         self.post_action(name, {"revertResize": None}, f"revert {name}")
         return self.wait_for(name, ("ACTIVE",), f"revert {name}")
 
-    def migration_of(self, name: str) -> dict:
-        migrations = self.env.api.api_get(
-            f"/servers/{self.servers[name]}/migrations").body["migrations"] or []
-        if not migrations:
-            migrations = [m for m in self.env.api.get_migrations()
-                          if m["instance_uuid"] == self.servers[name]]
-        return sorted(migrations, key=lambda m: m["id"])[-1]
+    def auto_confirm(self, name: str) -> dict:
+        """Let ``_poll_unconfirmed_resizes`` confirm it, as if the window had passed.
 
-    def migrations_of(self, name: str) -> list:
-        return sorted((m for m in self.env.api.get_migrations()
-                       if m["instance_uuid"] == self.servers[name]), key=lambda m: m["id"])
+        The periodic runs on the host the server now lives on (the
+        destination), as production's would. Only its query for overdue
+        migrations sees the clock moved past ``resize_confirm_window``
+        (freezegun): moving every clock would also make the source compute
+        look dead (its service heartbeat an hour old) and refuse the confirm.
+        """
+        from nova import context, objects
+        host = self.server(name)["OS-EXT-SRV-ATTR:host"]
+        query = objects.MigrationList.get_unconfirmed_by_dest_compute
+        with fixtures.MonkeyPatch(
+                "nova.objects.MigrationList.get_unconfirmed_by_dest_compute",
+                _after_confirm_window(query)):
+            self.compute(host).manager._poll_unconfirmed_resizes(context.get_admin_context())
+        return self.wait_for(name, ("ACTIVE",), f"auto-confirm {name}")
+
+    def delete(self, name: str) -> None:
+        from nova.tests.functional.api import client
+        try:
+            self.env.api.delete_server(self.servers[name])
+        except client.OpenStackApiException as exc:
+            raise ScenarioFailed(f"delete {name}: API refused: {str(exc)[:200]}") from None
+        deadline = time.monotonic() + self.timeout
+        while not self.gone(name):
+            if time.monotonic() > deadline:
+                raise ScenarioFailed(f"delete {name}: still there after {self.timeout:.0f}s")
+            time.sleep(0.05)
+
+    def gone(self, name: str) -> bool:
+        """Whether the API has forgotten the server (404)."""
+        from nova.tests.functional.api import client
+        try:
+            self.server(name)
+        except client.OpenStackApiNotFoundException:
+            return True
+        return False
 
     def periodic(self, host: str) -> None:
         """Run ``update_available_resource`` on ``host`` as the periodic would."""
         from nova import context
         self.compute(host).manager.update_available_resource(context.get_admin_context())
+
+
+def _after_confirm_window(query):
+    """``query`` run with the clock just past the confirm window (freezegun)."""
+    import datetime
+
+    import freezegun
+
+    def overdue(cls, *args, **kwargs):
+        later = (datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                 + datetime.timedelta(seconds=RESIZE_CONFIRM_WINDOW + 60))
+        # the database layer keeps real time: only the query's "now" moves
+        with freezegun.freeze_time(later, tick=True,
+                                   ignore=["sqlalchemy", "oslo_db", "sqlite3", "eventlet"]):
+            return query(*args, **kwargs)
+    return classmethod(overdue)
 
 
 def deadline_guard(seconds: float, where):

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 
-from harness.campaign import Item, run_item
+from harness.campaign import Item, run_item, trace_key
 
 
 @dataclasses.dataclass
@@ -36,6 +36,13 @@ class Record:
     def to_json(self) -> dict:
         return self.data
 
+    @classmethod
+    def error(cls, item: Item, why: str) -> "Record":
+        """An item that produced no judged result (its process died, its point was missed)."""
+        return cls(item, "error", [f"error: {why}"], [], 0.0,
+                   {"id": item.id, "verdict": "error", "problems": [f"error: {why}"],
+                    "known": [], "seconds": 0.0})
+
     @property
     def fired(self) -> list:
         return self.data.get("fired", [])
@@ -50,10 +57,12 @@ def jobs_value(text: str) -> int:
     return n
 
 
-def run_local(items, trace, on_result):
+def run_local(items, traces, on_result):
+    """``traces``: ``{trace_key: {ending: [point ids]}}`` from discovery."""
     out = []
     for item in items:
-        record = Record.from_json(run_item(item, trace).to_json())
+        record = Record.from_json(
+            run_item(item, traces.get(trace_key(item.scenario, item.window))).to_json())
         on_result(record)
         out.append(record)
     return out
@@ -67,7 +76,7 @@ def default_mode() -> str:
     return "fork" if forking.fork_supported() else "fresh"
 
 
-def run_items(items, trace, jobs, backend, on_result, mode=None):
+def run_items(items, traces, jobs, backend, on_result, mode=None):
     """Run ``items`` in ``mode``: ``fork`` (prefix reuse, eventlet) or ``fresh``.
 
     ``fork`` runs each scenario's prefix once here and forks up to ``jobs``
@@ -81,14 +90,15 @@ def run_items(items, trace, jobs, backend, on_result, mode=None):
             from harness.errors import UsageError
             raise UsageError("--mode fork needs the eventlet backend (threads do not survive "
                              "fork); use --mode fresh")
-        return forking.sweep(items, trace, jobs, on_result)
-    return run_parallel(items, trace, jobs, backend, on_result)
+        return forking.sweep(items, lambda scen, window: traces[trace_key(scen.name, window)],
+                             jobs, on_result)
+    return run_parallel(items, traces, jobs, backend, on_result)
 
 
-def run_parallel(items, trace, jobs, backend, on_result, timeout_per_item=240.0):
+def run_parallel(items, traces, jobs, backend, on_result, timeout_per_item=240.0):
     """Run ``items`` (fresh environments) over ``jobs`` workers, calling ``on_result``."""
     if jobs <= 1 or len(items) <= 1:
-        return run_local(items, trace, on_result)
+        return run_local(items, traces, on_result)
     shares = [items[i::jobs] for i in range(jobs)]
     results, lock = {}, threading.Lock()
     procs = []
@@ -101,7 +111,7 @@ def run_parallel(items, trace, jobs, backend, on_result, timeout_per_item=240.0)
             [sys.executable, "-m", "harness.worker", "--backend", backend],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, env=env)
-        proc.stdin.write(json.dumps({"items": [i.id for i in share], "trace": trace}))
+        proc.stdin.write(json.dumps({"items": [i.id for i in share], "traces": traces}))
         proc.stdin.close()
         procs.append((proc, share))
 
@@ -117,10 +127,8 @@ def run_parallel(items, trace, jobs, backend, on_result, timeout_per_item=240.0)
         with lock:  # a worker that died leaves its remaining items as errors
             for item in share:
                 if item.id not in results:
-                    record = Record(item, "error", [f"worker exited with {proc.returncode} "
-                                                    "before finishing this item"], [], 0.0,
-                                    {"id": item.id, "verdict": "error",
-                                     "problems": ["worker died"], "known": [], "seconds": 0})
+                    record = Record.error(item, f"worker exited with {proc.returncode} "
+                                                "before finishing this item")
                     results[item.id] = record
                     on_result(record)
 

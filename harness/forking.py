@@ -4,6 +4,9 @@ The parent runs the scenario uninjected with the tracer on. At each wanted
 point it forks one child per target; the child injects the periodic there
 and simply carries on -- the parent's remaining execution continues in the
 child -- to VERIFY_RESIZE, where it forks again, one grandchild per ending.
+Points inside an ending (the lifecycle window) are reached by forking, at
+VERIFY_RESIZE, one uninjected *ending-parent* per ending, which branches at
+that ending's points the same way.
 A grandchild runs its ending and every check, writes its judged result to a
 file and leaves with ``os._exit``: no child ever returns into the test
 runner or runs a cleanup on shared state. The parent waits with the
@@ -123,10 +126,11 @@ class Brancher:
 
 
 class ForkSweep:
-    """Every wanted (point, target, ending) of one scenario + mutation, by fork."""
+    """Every wanted (point, target, ending) of one scenario + mutation + window, by fork."""
 
-    def __init__(self, scen, mutation, items, trace, jobs=2, timeout=120.0, window="resize"):
-        self.scen, self.mutation, self.trace = scen, mutation, trace
+    def __init__(self, scen, mutation, items, traces, jobs=2, timeout=120.0,
+                 window=campaign.DEFAULT_WINDOW):
+        self.scen, self.mutation, self.traces = scen, mutation, traces
         self.items = {i.id: i for i in items}
         self.wanted: dict = {}
         for i in items:
@@ -135,6 +139,7 @@ class ForkSweep:
         self.timeout, self.window = timeout, window
         self.outdir = None
         self.on_result = None
+        self.reached: set = set()   # points the parent branched at before VERIFY_RESIZE
 
     def _path(self, item) -> str:
         return os.path.join(self.outdir, hashlib.sha1(item.id.encode()).hexdigest() + ".json")
@@ -146,7 +151,8 @@ class ForkSweep:
         self.outdir = tempfile.mkdtemp(prefix="nova-chaos-fork-")
         self.records: dict = {}
         sweep = self
-        run = runner.Run(self.scen, self.scen.endings[0], converge_every=False, timeout=self.timeout * 20)
+        run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
+                         timeout=self.timeout * 20)
 
         class Instrument(fixtures.Fixture):
             def _setUp(self):
@@ -166,32 +172,36 @@ class ForkSweep:
             if item.id not in self.records:
                 why = (f"the uninjected parent run failed: {parent.error or parent.findings[:1]}"
                        if not parent.passed else f"point {item.point} was not reached")
-                self._record(Record(item, "error", [why], [], 0.0,
-                                    {"id": item.id, "verdict": "error", "problems": [why],
-                                     "known": [], "seconds": 0.0}))
+                self._record(Record.error(item, why))
         return [self.records[i] for i in self.items]
 
     def _record(self, record):
         self.records[record.item.id] = record
         self.on_result(record)
 
-    def collect(self, point_id):
-        """Read the results the grandchildren of ``point_id`` wrote."""
+    def collect(self, items):
+        """Read the results the forked children wrote for ``items``."""
         from harness.executor import Record
-        for target, endings in self.wanted[point_id].items():
-            for ending in endings:
-                item = campaign.Item(self.scen.name, point_id, target, ending, self.mutation)
-                path = self._path(item)
-                if os.path.exists(path):
-                    with open(path) as fh:
-                        self._record(Record.from_json(json.load(fh)))
-                    os.unlink(path)
-                    continue
-                why = self.brancher.dead.get((target, ending)) or self.brancher.dead.get(target) \
-                    or "the forked child wrote no result"
-                self._record(Record(item, "error", [f"error: {why}"], [], 0.0,
-                                    {"id": item.id, "verdict": "error", "problems": [why],
-                                     "known": [], "seconds": 0.0}))
+        for item in items:
+            path = self._path(item)
+            if os.path.exists(path):
+                with open(path) as fh:
+                    self._record(Record.from_json(json.load(fh)))
+                os.unlink(path)
+                continue
+            why = (self.brancher.dead.get((item.target, item.ending))
+                   or self.brancher.dead.get(item.target)
+                   or self.brancher.dead.get(("ending", item.ending))
+                   or "the forked child wrote no result")
+            self._record(Record.error(item, why))
+
+    def items_at(self, point_id, ending=None) -> list:
+        return [i for i in self.items.values()
+                if i.point == point_id and (ending is None or i.ending == ending)]
+
+    def in_endings(self) -> list:
+        """Items whose point the parent did not reach before VERIFY_RESIZE."""
+        return [i for i in self.items.values() if i.point not in self.reached]
 
 
 class _BranchingInjector(injection.Injector):
@@ -200,27 +210,51 @@ class _BranchingInjector(injection.Injector):
     def __init__(self, run, sweep):
         super().__init__(run, None, sweep.window)
         self.sweep = sweep
+        self.ending_parent = None   # set in an ending-parent: the ending it runs
+        self.past_verify = False    # the top parent's uninjected tail: nothing to branch
+        run.before_ending = self._branch_ending_parents
 
     def _on_point(self, point):
         if self.injection is not None:          # a child: behave as a plain injector
             return super()._on_point(point)
         self.run.where = f"yield point {point.id}"
-        targets = self.sweep.wanted.get(point.id)
+        if self.ending_parent is None:
+            if self.past_verify:
+                return
+            self.sweep.reached.add(point.id)
+        targets = sorted({i.target for i in self.sweep.items_at(point.id, self.ending_parent)})
         if not targets:
             return
-        where = lambda: self.run.where  # noqa: E731
-        target = self.sweep.brancher.branch(sorted(targets), where)
+        target = self.sweep.brancher.branch(targets, lambda: self.run.where)
         if target is None:                      # the parent: all branches done
-            self.sweep.collect(point.id)
+            if self.ending_parent is None:
+                self.sweep.collect(self.sweep.items_at(point.id))
             return
         started = time.monotonic()
         self.injection = injection.Injection(point.id, target)
-        self.run.before_ending = lambda run: self._branch_endings(run, point, target, started)
+        if self.ending_parent is None:          # before VERIFY_RESIZE: branch per ending there
+            self.run.before_ending = lambda run: self._branch_endings(run, point, target, started)
         self.run.at_end = lambda run: self._report_and_exit(run, point, target, started)
         super()._on_point(point)                # inject here, then carry on
 
+    def _branch_ending_parents(self, run):
+        """At VERIFY_RESIZE (uninjected parent): one ending-parent per ending with points."""
+        self.past_verify = True
+        later = self.sweep.in_endings()
+        endings = [e for e in self.sweep.scen.endings if any(i.ending == e for i in later)]
+        if not endings:
+            return
+        ending = Brancher(1, self.sweep.timeout * 10).branch(
+            [("ending", e) for e in endings], lambda: run.where)
+        if ending is None:                      # the parent: every ending swept
+            self.sweep.collect(later)
+            return
+        self.ending_parent = run.ending = ending[1]
+        self.past_verify = False
+        run.at_end = lambda run: os._exit(0)
+
     def _branch_endings(self, run, point, target, started):
-        endings = self.sweep.wanted[point.id][target]
+        endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
         ending = self.sweep.brancher.branch([(target, e) for e in endings], lambda: run.where)
         if ending is None:                      # the target-child: its work is done
             os._exit(0)
@@ -230,8 +264,8 @@ class _BranchingInjector(injection.Injector):
         code = 3
         try:
             item = campaign.Item(self.sweep.scen.name, point.id, target, run.ending,
-                                 self.sweep.mutation)
-            result = campaign.judge(item, run, self.injection, self.sweep.trace, None, started)
+                                 self.sweep.mutation, self.sweep.window)
+            result = campaign.judge(item, run, self.injection, self.sweep.traces, None, started)
             path = self.sweep._path(item)
             with open(path + ".tmp", "w") as fh:
                 json.dump(result.to_json(), fh)
@@ -246,13 +280,17 @@ def fork_supported() -> bool:
     return nova_support.current_backend() == "eventlet" and hasattr(os, "fork")
 
 
-def sweep(items, trace, jobs, on_result, timeout=120.0) -> list:
-    """Run ``items`` (any mix of scenarios/mutations) by fork, grouped per prefix."""
+def sweep(items, traces_of, jobs, on_result, timeout=120.0) -> list:
+    """Run ``items`` (any mix of scenarios/mutations/windows) by fork, one prefix per group.
+
+    ``traces_of(scenario, window)`` gives that scenario's discovered traces.
+    """
     out = []
     groups: dict = {}
     for item in items:
-        groups.setdefault((item.scenario, item.mutation), []).append(item)
-    for (name, mutation), group in groups.items():
+        groups.setdefault((item.scenario, item.mutation, item.window), []).append(item)
+    for (name, mutation, window), group in groups.items():
         scen = scenario_mod.load(name)
-        out += ForkSweep(scen, mutation, group, trace, jobs, timeout).run(on_result)
+        out += ForkSweep(scen, mutation, group, traces_of(scen, window), jobs, timeout,
+                         window).run(on_result)
     return out

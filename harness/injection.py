@@ -7,7 +7,11 @@ names (the calling green thread yields and the periodic runs to completion).
 If the lock is held (the point is inside a resource-tracker critical
 section), production's periodic would block on the fair lock and run as
 soon as it is released: we defer it to that release -- no deadlock, no
-silent skip. Then every check runs against the mid-resize ledger.
+silent skip. Then every check runs: against the mid-resize ledger between
+the source's ``resize_instance`` and the destination's ``finish_resize``
+(both hosts hold their flavor there), elsewhere only the checks that need
+no ledger (running domains tracked, logs clean, nothing in ERROR) -- the
+ending's checks, before any periodic, judge the rest.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import dataclasses
 
 import fixtures
 
-from harness import checks, ledger, views
+from harness import checks, views
 from harness.tracer import Tracer
 
 TARGETS = ("source", "dest", "both")
@@ -51,23 +55,22 @@ class Injector(fixtures.Fixture):
         inj = self.injection
         if inj is None or point.id != inj.point_id:
             return
-        for role in _TARGET_ROLES[inj.target]:
-            host = self.tracer.host_of_role(role)
+        for host in dict.fromkeys(self.tracer.host_of_role(r) for r in _TARGET_ROLES[inj.target]):
             lock = f"compute_resources@{host}"
+            periodic = lambda h=host, how="now", stage=point.stage: self._periodic(h, how, stage)  # noqa: E731
             if lock in self.tracer.held:
-                self.tracer.on_release[lock].append(lambda h=host: self._periodic(h, "deferred"))
+                self.tracer.on_release[lock].append(lambda p=periodic: p(how="deferred"))
             else:
-                self._periodic(host, "now")
+                periodic()
 
-    def _periodic(self, host, how):
+    def _periodic(self, host, how, stage):
         with self.tracer.suspended():
-            before = views.snapshot(self.run.cloud, self.run.server) if self.injection.detail else None
+            before = views.snapshot(self.run.cloud) if self.injection.detail else None
             self.run.cloud.periodic(host)
             self.injection.fired_at.append(f"{host} ({how})")
             if before is not None:
-                after = views.snapshot(self.run.cloud, self.run.server)
+                after = views.snapshot(self.run.cloud)
                 self.injection.changes[host] = checks.diff_snapshots(before, after)
-            phase = ledger.in_resize(self.run.scenario, self.tracer.host_of_role("source"),
-                                     self.tracer.host_of_role("dest"))
+            phase = self.run.ledger("in-resize" if stage == "in-resize" else "in-transition")
             self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,
                                 converge=False)

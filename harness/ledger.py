@@ -1,9 +1,9 @@
 """The expected ledger: what each host and consumer should hold, from flavors alone.
 
 A phase says which flavor each host holds for whom (``Holding``) and which
-domains run or are defined there; the numbers (pinned pCPUs, hugepages per
-size, legacy counters, placement resources) follow from the flavors and
-never from a hand-written table.
+domains run there; the numbers (pinned pCPUs, hugepages per size, legacy
+counters, placement resources) follow from the scenario's flavors and the
+hosts Nova chose, never from a hand-written table.
 """
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from harness.scenario import Flavor
 
 @dataclasses.dataclass(frozen=True)
 class Holding:
-    """``host`` holds ``flavor`` for ``consumer`` ("instance" or "migration")."""
+    """``host`` holds ``flavor`` for ``server``'s ``consumer`` ("instance" or "migration")."""
 
     host: str
+    server: str
     consumer: str
     flavor: Flavor
     running: bool = True  # whether a running domain backs it (False: shut-off source)
@@ -36,23 +37,30 @@ class HostUsage:
         for f in flavors:
             if f.page_size_kb:
                 pages[f.page_size_kb] += f.memory_mb * 1024 // f.page_size_kb
-        return cls(sum(f.vcpus for f in flavors if f.dedicated), dict(pages),
+        return cls(sum(f.dedicated_vcpus for f in flavors), dict(pages),
                    sum(f.vcpus for f in flavors), sum(f.memory_mb for f in flavors))
 
 
 def placement_resources(flavor: Flavor) -> dict:
-    cpu_class = "PCPU" if flavor.dedicated else "VCPU"
-    return {cpu_class: flavor.vcpus, "MEMORY_MB": flavor.memory_mb, "DISK_GB": flavor.disk_gb}
+    out = {"PCPU": flavor.dedicated_vcpus, "VCPU": flavor.shared_vcpus,
+           "MEMORY_MB": flavor.memory_mb, "DISK_GB": flavor.disk_gb}
+    return {k: v for k, v in sorted(out.items()) if v}
 
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    """A named point of the scenario and what it holds where."""
+    """A named point of the scenario and what it holds where.
+
+    ``status``: server -> (server status, migration status or None); a server
+    status of None means "anything but ERROR" (mid-operation), "DELETED"
+    means the API must no longer know the server. ``holdings`` None: the
+    phase is a transition whose numbers are not pinned down (only the
+    ledger-free checks apply).
+    """
 
     name: str
-    holdings: tuple[Holding, ...]
-    server_status: str | None  # None: anything but ERROR (mid-operation)
-    migration_status: str | None = None
+    holdings: tuple | None
+    status: dict
 
     def held(self, host: str) -> HostUsage:
         return HostUsage.of([h.flavor for h in self.holdings if h.host == host])
@@ -60,37 +68,68 @@ class Phase:
     def running(self, host: str) -> HostUsage:
         return HostUsage.of([h.flavor for h in self.holdings if h.host == host and h.running])
 
+    def shadowed(self, host: str) -> bool:
+        """A same-host move: the old flavor is held with no domain of its own.
+
+        The destination domain replaces the source one (same name), so the
+        host's defined domains cannot account for every pCPU the tracker holds.
+        """
+        instances = {h.server for h in self.holdings if h.host == host and h.consumer == "instance"}
+        return any(h.host == host and h.consumer == "migration" and h.server in instances
+                   for h in self.holdings)
+
     def allocations(self) -> dict:
-        """consumer kind -> host -> resources."""
-        out: dict = collections.defaultdict(dict)
+        """consumer ("vm1 instance") -> host -> resources (summed if one host holds twice)."""
+        out: dict = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
         for h in self.holdings:
-            out[h.consumer][h.host] = placement_resources(h.flavor)
-        return dict(out)
+            out[f"{h.server} {h.consumer}"][h.host].update(placement_resources(h.flavor))
+        return {c: {h: dict(sorted(r.items())) for h, r in hosts.items()} for c, hosts in out.items()}
 
 
-def phases(scenario, source: str, dest: str) -> dict:
-    """The ledger of every phase of a boot + resize scenario, by phase name."""
-    boot, resize = scenario.steps
-    old, new = scenario.flavors[boot.flavor], scenario.flavors[resize.flavor]
-    return {
-        "after-boot": Phase("after-boot", (Holding(source, "instance", old),), "ACTIVE"),
-        "verify-resize": Phase(
-            "verify-resize",
-            (Holding(source, "migration", old, running=False), Holding(dest, "instance", new)),
-            "VERIFY_RESIZE", "finished"),
-        "after-confirm": Phase("after-confirm", (Holding(dest, "instance", new),),
-                               "ACTIVE", "confirmed"),
-        "after-revert": Phase("after-revert", (Holding(source, "instance", old),),
-                              "ACTIVE", "reverted"),
-    }
+ENDING_OUTCOME = {"confirm": ("confirm", "confirmed"), "auto-confirm": ("confirm", "confirmed"),
+                  "revert": ("revert", "reverted")}
 
 
-def in_resize(scenario, source: str, dest: str) -> Phase:
-    """Mid-resize, between the destination's claim and confirm/revert.
+def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
+    """The ledger of phase ``name``.
 
-    Both hosts hold their flavor throughout (the source the old one, for the
-    migration; the destination the new one); domains come and go, so only
-    "every running domain is tracked" is checked against the ground truth.
+    ``placed``: server -> host it booted on; ``moved``: server -> host its
+    move went to (both as Nova chose them; ``moved`` is needed from
+    VERIFY_RESIZE, or mid-move, on).
     """
-    verify = phases(scenario, source, dest)["verify-resize"]
-    return Phase("in-resize", verify.holdings, None, None)
+    flavors = scenario.flavors
+    booted = {s.server: flavors[s.flavor] for s in scenario.boots}
+    new = {s.server: flavors[s.flavor] for s in scenario.moves}
+    anything = {s: (None, None) for s in booted}  # mid-operation: anything but ERROR
+
+    def settled(server, outcome):
+        if server not in new or outcome in (None, "revert"):
+            return Holding(placed[server], server, "instance", booted[server])
+        return Holding(moved[server], server, "instance", new[server])
+
+    def verify():
+        out = []
+        for server in booted:
+            if server in new:
+                out += [Holding(placed[server], server, "migration", booted[server], running=False),
+                        Holding(moved[server], server, "instance", new[server])]
+            else:
+                out.append(settled(server, None))
+        return tuple(out)
+
+    def status(moved_status, migration):
+        return {s: ((moved_status, migration) if s in new else ("ACTIVE", None)) for s in booted}
+
+    if name == "after-boot":
+        return Phase(name, tuple(settled(s, None) for s in booted), status("ACTIVE", None))
+    if name == "verify-resize":
+        return Phase(name, verify(), status("VERIFY_RESIZE", "finished"))
+    if name == "in-resize":  # between the source's resize_instance and the dest's finish_resize
+        return Phase(name, verify(), anything)
+    if name == "in-transition":
+        return Phase(name, None, anything)
+    if name == "after-delete":
+        return Phase(name, (), {s: ("DELETED", None) for s in booted})
+    ending = name[len("after-"):]
+    outcome, migration = ENDING_OUTCOME[ending]
+    return Phase(name, tuple(settled(s, outcome) for s in booted), status("ACTIVE", migration))

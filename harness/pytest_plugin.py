@@ -1,6 +1,7 @@
 """pytest plugin: one test item per (scenario, point, target, ending).
 
-A test opts in with ``@pytest.mark.chaos(scenario=..., mutation=None)`` and
+A test opts in with ``@pytest.mark.chaos(scenario=..., mutation=None,
+window="resize")`` and
 the ``chaos_item`` / ``chaos_result`` fixtures; the plugin parametrizes it
 with every item of the scenario's campaign, ids being the item ids (so
 ``pytest -n auto`` collects identically on every worker: ids come from a
@@ -23,6 +24,8 @@ CAMPAIGN_TESTS = "tests/test_campaign.py"
 
 def node_id(item) -> str:
     test = f"test_mutation_{item.mutation}" if item.mutation else "test_clean_nova"
+    if item.window != "resize":
+        test += f"_{item.window}"
     return f"{CAMPAIGN_TESTS}::{test}[{item.id}]"
 
 
@@ -33,7 +36,7 @@ def pytest_addoption(parser):
     group.addoption("--chaos-target", action="append", default=None,
                     help="only these injection targets (source/dest/both)")
     group.addoption("--chaos-ending", action="append", default=None,
-                    help="only these endings (confirm/revert)")
+                    help="only these endings (confirm/revert/auto-confirm)")
     group.addoption("--chaos-point", action="append", default=None,
                     help="only these point ids")
 
@@ -46,7 +49,8 @@ _SHARD_RESULTS: dict = {}  # item id -> executor.Record (filled when a shard run
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "chaos(scenario, mutation=None): parametrize with the scenario's campaign items")
+        "markers", "chaos(scenario, mutation=None, window='resize'): parametrize with the "
+        "scenario's campaign items")
     backend = config.getoption("--chaos-backend")
     if backend:
         from harness import nova_support
@@ -62,7 +66,7 @@ def pytest_configure(config):
 
 def shard_of(item, points) -> str:
     index = points.index(item.point) * SHARDS // max(len(points), 1)
-    return f"{item.scenario}|{item.mutation or 'clean'}|shard{index}"
+    return f"{item.scenario}|{item.window}|{item.mutation or 'clean'}|shard{index}"
 
 
 def pytest_generate_tests(metafunc):
@@ -71,13 +75,18 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("chaos")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
-    from harness import campaign, injection, nova_support, scenario
+    from harness import campaign, nova_support, scenario
     scen = scenario.load(marker.kwargs["scenario"])
-    points = campaign.points_without_nova(scen, nova_support.current_backend())
+    window = marker.kwargs.get("window", campaign.DEFAULT_WINDOW)
+    traces = campaign.points_without_nova(scen, nova_support.current_backend(), window)
+    points = campaign.union(traces)
     opt = metafunc.config.getoption
     chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
-    items = campaign.items(scen, chosen, opt("--chaos-target") or injection.TARGETS,
-                           opt("--chaos-ending") or scen.endings, marker.kwargs.get("mutation"))
+    targets = [t for t in opt("--chaos-target") or campaign.targets_for(scen)
+               if t in campaign.targets_for(scen)]
+    endings = [e for e in opt("--chaos-ending") or scen.endings if e in scen.endings]
+    items = campaign.items(scen, traces, targets, endings, marker.kwargs.get("mutation"),
+                           chosen, window)
     params = []
     for item in items:
         shard = shard_of(item, points)
@@ -121,13 +130,15 @@ def _shard_once(chaos_item):
 
     from harness import campaign, executor, nova_support, scenario
     backend = nova_support.current_backend()
-    points = campaign.points_without_nova(scenario.load(chaos_item.scenario), backend)
-    name = shard_of(chaos_item, points)
+    traces = campaign.points_without_nova(scenario.load(chaos_item.scenario), backend,
+                                          chaos_item.window)
+    name = shard_of(chaos_item, campaign.union(traces))
     base = os.path.join(_shared_dir(), hashlib.sha1(f"{name}|{backend}".encode()).hexdigest())
     with open(base + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a worker running this shard holds it
         if not os.path.exists(base + ".jsonl"):
-            lines = _run_shard(_SHARD_ITEMS.get(name, [chaos_item]), points, backend)
+            key = campaign.trace_key(chaos_item.scenario, chaos_item.window)
+            lines = _run_shard(_SHARD_ITEMS.get(name, [chaos_item]), {key: traces}, backend)
             with open(base + ".tmp", "w") as fh:
                 fh.write("\n".join(lines))
             os.replace(base + ".tmp", base + ".jsonl")
@@ -138,7 +149,7 @@ def _shard_once(chaos_item):
                 _SHARD_RESULTS[record.item.id] = record
 
 
-def _run_shard(shard, points, backend) -> list:
+def _run_shard(shard, traces, backend) -> list:
     import json
     import os
     import subprocess
@@ -147,7 +158,7 @@ def _run_shard(shard, points, backend) -> list:
     proc = subprocess.run(
         [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode,
          "--jobs", str(os.cpu_count() or 1)],
-        input=json.dumps({"items": [i.id for i in shard], "trace": points}),
+        input=json.dumps({"items": [i.id for i in shard], "traces": traces}),
         capture_output=True, text=True, timeout=300 + 120 * len(shard),
         env=dict(os.environ, PYTHONWARNINGS="ignore"))
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

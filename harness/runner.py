@@ -1,11 +1,13 @@
 """Run one scenario with one ending, checking every phase.
 
-The run is: cloud up -> boot -> check -> resize -> check (VERIFY_RESIZE) ->
-confirm or revert -> check. Each check reads the views *before* any periodic
-runs (most accounting defects heal at the next periodic); convergence then
-runs one periodic per host and requires that nothing changes. Injection
-(``harness.injection``) plugs in through ``instrument``, a fixture installed
-once the cloud is up, and may add its own checkpoints through ``checkpoint``.
+The run is: cloud up -> boot every server -> check -> every move (the
+subject last) -> check (VERIFY_RESIZE) -> the ending on every moved server
+-> check -> delete every server -> check. Each check reads the views
+*before* any periodic runs (most accounting defects heal at the next
+periodic); convergence then runs one periodic per host and requires that
+nothing changes. Injection (``harness.injection``) plugs in through
+``instrument``, a fixture installed once the cloud is up, and may add its
+own checkpoints through ``checkpoint``.
 """
 from __future__ import annotations
 
@@ -68,24 +70,31 @@ class Run:
         self.before_ending = None  # (run) -> None; the fork executor branches per ending here
         self.at_end = None         # (run) -> None; called on every exit path, fixtures still up
         self.result = RunResult(scenario.name, ending)
-        self.server = scenario.steps[0].server
-        self.source = self.dest = None
-        self.phases = None
+        self.placed: dict = {}   # server -> host it booted on
+        self.moved: dict = {}    # server -> host its move went to
         self.where = "setting up the cloud"
         self._log_offset = 0
         self.ending_error = None
         self.tracer = None
 
     # -- checking --------------------------------------------------------------
+    def ledger(self, name: str):
+        """The expected ledger of phase ``name`` for the hosts Nova chose."""
+        moved = dict(self.moved)
+        subject = self.scenario.subject.server
+        if subject not in moved and self.tracer is not None and self.tracer.hosts:
+            moved[subject] = self.tracer.host_of_role("dest")  # mid-move
+        return ledger.phase(self.scenario, self.placed, moved, name)
+
     def checkpoint(self, name: str, phase, exact_cells=True, converge=None) -> Checkpoint:
         """Check every view against ``phase``; then, optionally, convergence."""
         from nova import conf
         cloud = self.cloud
         if self.before_check is not None:
             self.before_check(self, name)
-        snap = views.snapshot(cloud, self.server)
+        snap = views.snapshot(cloud)
         text = cloud.log_text()
-        ctx = checks.CheckContext(cloud, phase, snap, self.server, exact_cells,
+        ctx = checks.CheckContext(cloud, phase, snap, exact_cells,
                                   conf.CONF.reserved_host_memory_mb, text[self._log_offset:])
         self._log_offset = len(text)
         found = checks.run_all(ctx)
@@ -102,11 +111,11 @@ class Run:
         """A periodic on every host must change nothing and log no error."""
         for host in self.scenario.hosts:
             self.cloud.periodic(host.name)
-        after = views.snapshot(self.cloud, self.server)
+        after = views.snapshot(self.cloud)
         found = [checks.Finding("convergence", f"periodic changed {path}", old, new)
                  for path, old, new in checks.diff_snapshots(before, after)]
         text = self.cloud.log_text()
-        ctx = checks.CheckContext(self.cloud, None, after, self.server, False, 0,
+        ctx = checks.CheckContext(self.cloud, None, after, False, 0,
                                   text[self._log_offset:])
         self._log_offset = len(text)
         found += [dataclasses.replace(f, check="convergence") for f in checks.logs_clean(ctx)]
@@ -115,32 +124,13 @@ class Run:
     # -- the scenario ----------------------------------------------------------
     def execute(self, instrument=None) -> RunResult:
         started = time.monotonic()
-        boot, resize = self.scenario.steps
         with fixtures.Fixture() as scope:
             try:
                 scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
                 self.cloud = scope.useFixture(Cloud(self.scenario))
                 if instrument is not None:
                     scope.useFixture(instrument(self))
-                self.where = f"boot {boot.server}"
-                server = self.cloud.boot(boot.server, boot.flavor, boot.host)
-                self.source = server["OS-EXT-SRV-ATTR:host"]
-                self.checkpoint("after-boot", ledger.phases(self.scenario, self.source, self.source)["after-boot"])
-                self.where = f"resize {resize.server}"
-                server = self.cloud.resize(resize.server, resize.flavor)
-                self.dest = server["OS-EXT-SRV-ATTR:host"]
-                self.phases = ledger.phases(self.scenario, self.source, self.dest)
-                self.checkpoint("verify-resize", self.phases["verify-resize"])
-                if self.before_ending is not None:
-                    self.before_ending(self)
-                self.where = f"{self.ending} {resize.server}"
-                try:
-                    getattr(self.cloud, self.ending)(resize.server)
-                except ScenarioFailed as exc:  # evidence; still check the aftermath
-                    self.ending_error = checks.Finding("liveness", f"{self.ending} of {resize.server}",
-                                                       "success", str(exc))
-                self.checkpoint(f"after-{self.ending}", self.phases[f"after-{self.ending}"],
-                                converge=True)
+                self._steps()
             except ScenarioFailed as exc:
                 self.result.error = str(exc)
             except HarnessError as exc:
@@ -150,6 +140,36 @@ class Run:
                 if self.at_end is not None:
                     self.at_end(self)
         return self.result
+
+    def _steps(self):
+        cloud, scen = self.cloud, self.scenario
+        for boot in scen.boots:
+            self.where = f"boot {boot.server}"
+            server = cloud.boot(boot.server, boot.flavor, boot.host)
+            self.placed[boot.server] = server["OS-EXT-SRV-ATTR:host"]
+        self.checkpoint("after-boot", self.ledger("after-boot"))
+        for move in scen.moves:
+            self.where = f"{move.op} {move.server}"
+            if move is scen.subject and self.tracer is not None:
+                self.tracer.subject = cloud.servers[move.server]
+            server = (cloud.resize(move.server, move.flavor) if move.op == "resize"
+                      else cloud.migrate(move.server, move.host))
+            self.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
+        self.checkpoint("verify-resize", self.ledger("verify-resize"))
+        if self.before_ending is not None:
+            self.before_ending(self)
+        for move in scen.moves:
+            self.where = f"{self.ending} {move.server}"
+            try:
+                getattr(cloud, self.ending.replace("-", "_"))(move.server)
+            except ScenarioFailed as exc:  # evidence; still check the aftermath
+                self.ending_error = checks.Finding("liveness", f"{self.ending} of {move.server}",
+                                                   "success", str(exc))
+        self.checkpoint(f"after-{self.ending}", self.ledger(f"after-{self.ending}"), converge=True)
+        for boot in scen.boots:
+            self.where = f"delete {boot.server}"
+            cloud.delete(boot.server)
+        self.checkpoint("after-delete", self.ledger("after-delete"), converge=True)
 
 
 def run(scenario, ending, **kwargs) -> RunResult:

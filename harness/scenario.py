@@ -1,9 +1,13 @@
 """Load and validate declarative scenarios (``scenarios/*.toml``).
 
 A scenario names the cloud's CPU sets, the hosts' topologies, the flavors
-and the steps (boot, resize); the ending (confirm, revert) is chosen per run.
-Everything is checked when the file loads, so a bad scenario fails with one
-line naming the file and field, before Nova is imported.
+and the steps: servers booted (possibly pinned to a host), then the moves
+(resize or cold migrate) that leave them in VERIFY_RESIZE together. The
+last move is the *subject*, the one whose yield points are swept; earlier
+moves are in flight around it. The ending (confirm, revert, auto-confirm)
+is applied to every moved server and chosen per run; then every server is
+deleted. Everything is checked when the file loads, so a bad scenario fails
+with one line naming the file and field, before Nova is imported.
 """
 from __future__ import annotations
 
@@ -12,15 +16,17 @@ import os
 import tomllib
 
 from fake_driver.topology import (PAGE_SIZES_KB, CpuSets, HostTopology,
-                                  cpu_sets_from_dict, host_from_dict)
+                                  cpu_sets_from_dict, host_from_dict, parse_cpu_set)
 from harness.errors import InvalidScenario, UnknownChoice
 import scenarios
 
-ENDINGS = ("confirm", "revert")
+ENDINGS = ("confirm", "revert", "auto-confirm")
 SCENARIO_DIR = os.path.dirname(os.path.abspath(scenarios.__file__))
 _TOP_KEYS = {"name", "description", "endings", "cloud", "hosts", "flavors", "steps"}
 _FLAVOR_KEYS = {"vcpus", "memory_mb", "disk_gb", "extra_specs"}
-_OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"}}
+_OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"},
+        "migrate": {"server", "host"}}
+_MOVES = ("resize", "migrate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +38,28 @@ class Flavor:
     extra_specs: dict
 
     @property
+    def policy(self) -> str:
+        return self.extra_specs.get("hw:cpu_policy", "shared")
+
+    @property
+    def dedicated_vcpus(self) -> int:
+        """How many vCPUs get a pCPU of their own (all, none, or the mixed mask's)."""
+        if self.policy == "dedicated":
+            return self.vcpus
+        if self.policy == "mixed":
+            mask = self.extra_specs.get("hw:cpu_dedicated_mask", "")
+            if mask.startswith("^"):
+                return self.vcpus - len(parse_cpu_set(mask[1:], "hw:cpu_dedicated_mask"))
+            return len(parse_cpu_set(mask, "hw:cpu_dedicated_mask"))
+        return 0
+
+    @property
+    def shared_vcpus(self) -> int:
+        return self.vcpus - self.dedicated_vcpus
+
+    @property
     def dedicated(self) -> bool:
-        return self.extra_specs.get("hw:cpu_policy") == "dedicated"
+        return self.dedicated_vcpus > 0
 
     @property
     def page_size_kb(self) -> int | None:
@@ -50,8 +76,12 @@ class Flavor:
 class Step:
     op: str
     server: str
-    flavor: str
-    host: str | None = None
+    flavor: str              # for migrate: the server's flavor (unchanged)
+    host: str | None = None  # boot/migrate: where to (None: the scheduler picks)
+
+    @property
+    def is_move(self) -> bool:
+        return self.op in _MOVES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +94,28 @@ class Scenario:
     flavors: dict
     steps: tuple[Step, ...]
     endings: tuple[str, ...]
+    allow_same_host: bool = False
 
     def host(self, name: str) -> HostTopology:
         return next(h for h in self.hosts if h.name == name)
+
+    @property
+    def boots(self) -> tuple:
+        return tuple(s for s in self.steps if s.op == "boot")
+
+    @property
+    def moves(self) -> tuple:
+        return tuple(s for s in self.steps if s.is_move)
+
+    @property
+    def subject(self) -> Step:
+        """The move whose yield points are swept (the last one)."""
+        return self.moves[-1]
+
+    @property
+    def same_host(self) -> bool:
+        """Only one host: every move stays on it (one role, one target)."""
+        return len(self.hosts) == 1
 
 
 def available(directory: str = SCENARIO_DIR) -> dict:
@@ -137,13 +186,11 @@ def fits(flavor: Flavor, host: HostTopology, cpu_sets: CpuSets) -> str | None:
     nodes = flavor.numa_nodes
     if nodes > len(host.cells):
         return f"{nodes} NUMA nodes but {len(host.cells)} cells"
-    vcpus, mem_kb = -(-flavor.vcpus // nodes), flavor.memory_mb * 1024 // nodes
-    pool = cpu_sets.dedicated if flavor.dedicated else cpu_sets.shared
+    vcpus, mem_kb = -(-flavor.dedicated_vcpus // nodes), flavor.memory_mb * 1024 // nodes
     for cell in host.cells:
-        cpus = len(pool & set(cell.cpus))
-        if flavor.dedicated and cpus < vcpus:
+        if len(cpu_sets.dedicated & set(cell.cpus)) < vcpus:
             continue
-        if not flavor.dedicated and not cpus:
+        if flavor.shared_vcpus and not cpu_sets.shared & set(cell.cpus):
             continue
         size = flavor.page_size_kb
         if size and cell.hugepages.get(size, 0) * size < mem_kb:
@@ -151,37 +198,30 @@ def fits(flavor: Flavor, host: HostTopology, cpu_sets: CpuSets) -> str | None:
         if not size and cell.memory_mb * 1024 < mem_kb:
             continue
         return None
-    kind = "dedicated" if flavor.dedicated else "shared"
+    need = f"{vcpus} dedicated pCPUs" if flavor.dedicated else "shared pCPUs"
+    if flavor.dedicated and flavor.shared_vcpus:
+        need += " and shared pCPUs"
     pages = f", {mem_kb // flavor.page_size_kb} x {flavor.page_size_kb} KiB pages" if flavor.page_size_kb else ""
-    return f"no cell has {vcpus} {kind} pCPUs{pages} for one guest cell"
+    return f"no cell has {need}{pages} for one guest cell"
 
 
-def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
-    base = os.path.basename(path)
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        raise InvalidScenario(f"{base}: unknown key(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
-    name = raw.get("name") or os.path.splitext(base)[0]
-    hosts_raw = raw.get("hosts")
-    if not isinstance(hosts_raw, list) or len(hosts_raw) < 2:
-        raise InvalidScenario(f"{base}: hosts: a resize needs at least two [[hosts]]")
-    hosts = tuple(host_from_dict(h, f"{base}: hosts[{i}]") for i, h in enumerate(hosts_raw))
-    names = [h.name for h in hosts]
-    if len(set(names)) != len(names):
-        raise InvalidScenario(f"{base}: hosts: duplicate host names {names}")
-    cpu_sets = cpu_sets_from_dict(raw.get("cloud", {}), hosts, f"{base}: cloud")
-    flavors_raw = raw.get("flavors")
-    if not isinstance(flavors_raw, dict) or not flavors_raw:
-        raise InvalidScenario(f"{base}: flavors: at least one [flavors.NAME] table is needed")
-    flavors = {n: _flavor(n, f, path) for n, f in flavors_raw.items()}
-    for flavor in flavors.values():
-        reasons = {h.name: fits(flavor, h, cpu_sets) for h in hosts}
-        if all(reasons.values()):
-            detail = "; ".join(f"{h}: {r}" for h, r in reasons.items())
-            raise InvalidScenario(f"{_where(path, 'flavors', flavor.name)}: cannot fit any host ({detail})")
-    steps = []
-    servers = set()
-    for i, step in enumerate(raw.get("steps", [])):
+def _policy(flavor: Flavor, where: str) -> None:
+    if flavor.policy not in ("shared", "dedicated", "mixed"):
+        raise InvalidScenario(f"{where}: hw:cpu_policy must be shared, dedicated or mixed")
+    if flavor.policy == "mixed":
+        mask = flavor.extra_specs.get("hw:cpu_dedicated_mask")
+        if not mask:
+            raise InvalidScenario(f"{where}: hw:cpu_policy=mixed needs hw:cpu_dedicated_mask")
+        cpus = parse_cpu_set(mask.lstrip("^"), f"{where}: hw:cpu_dedicated_mask")
+        if max(cpus) >= flavor.vcpus or not 0 < flavor.dedicated_vcpus < flavor.vcpus:
+            raise InvalidScenario(f"{where}: hw:cpu_dedicated_mask {mask!r} must leave both "
+                                  f"dedicated and shared vCPUs among {flavor.vcpus}")
+
+
+def _steps(raw_steps, flavors, names, path) -> tuple:
+    """Validate the steps: boots first, then moves, each server moved at most once."""
+    steps, flavor_of, moved = [], {}, set()
+    for i, step in enumerate(raw_steps):
         where = _where(path, f"steps[{i}]")
         op = step.get("op") if isinstance(step, dict) else None
         if op not in _OPS:
@@ -191,21 +231,66 @@ def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
         if unknown or missing:
             raise InvalidScenario(f"{where}: {op} takes {sorted(_OPS[op])}; "
                                   f"unknown {sorted(unknown)}, missing {sorted(missing)}")
-        if step["flavor"] not in flavors:
+        if "flavor" in step and step["flavor"] not in flavors:
             raise UnknownChoice(f"flavor in {where}", step["flavor"], flavors)
         if step.get("host") is not None and step["host"] not in names:
             raise UnknownChoice(f"host in {where}", step["host"], names)
+        server = step["server"]
         if op == "boot":
-            servers.add(step["server"])
-        elif step["server"] not in servers:
-            raise UnknownChoice(f"server in {where}", step["server"], servers)
-        steps.append(Step(op, step["server"], step["flavor"], step.get("host")))
-    if [s.op for s in steps] != ["boot", "resize"]:
-        raise InvalidScenario(f"{base}: steps must be one boot then one resize of that server "
-                              f"(got {[s.op for s in steps]})")
+            if server in flavor_of:
+                raise InvalidScenario(f"{where}: server {server!r} is booted twice")
+            if moved:
+                raise InvalidScenario(f"{where}: boot steps come before the moves")
+            flavor_of[server] = step["flavor"]
+        elif server not in flavor_of:
+            raise UnknownChoice(f"server in {where}", server, flavor_of)
+        elif server in moved:
+            raise InvalidScenario(f"{where}: server {server!r} is moved twice (one move each)")
+        else:
+            moved.add(server)
+        steps.append(Step(op, server, step.get("flavor", flavor_of[server]), step.get("host")))
+    if not moved:
+        raise InvalidScenario(f"{_where(path, 'steps')}: at least one boot then one resize or migrate")
+    return tuple(steps)
+
+
+def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
+    base = os.path.basename(path)
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise InvalidScenario(f"{base}: unknown key(s) {sorted(unknown)}; valid: {sorted(_TOP_KEYS)}")
+    name = raw.get("name") or os.path.splitext(base)[0]
+    hosts_raw = raw.get("hosts")
+    if not isinstance(hosts_raw, list) or not hosts_raw:
+        raise InvalidScenario(f"{base}: hosts: at least one [[hosts]] is needed")
+    hosts = tuple(host_from_dict(h, f"{base}: hosts[{i}]") for i, h in enumerate(hosts_raw))
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise InvalidScenario(f"{base}: hosts: duplicate host names {names}")
+    cloud = dict(raw.get("cloud", {}))
+    same_host = cloud.pop("allow_resize_to_same_host", False)
+    if not isinstance(same_host, bool):
+        raise InvalidScenario(f"{base}: cloud: allow_resize_to_same_host must be true or false")
+    if len(hosts) == 1 and not same_host:
+        raise InvalidScenario(f"{base}: hosts: a move needs two [[hosts]], or one with "
+                              "cloud.allow_resize_to_same_host = true")
+    cpu_sets = cpu_sets_from_dict(cloud, hosts, f"{base}: cloud")
+    flavors_raw = raw.get("flavors")
+    if not isinstance(flavors_raw, dict) or not flavors_raw:
+        raise InvalidScenario(f"{base}: flavors: at least one [flavors.NAME] table is needed")
+    flavors = {n: _flavor(n, f, path) for n, f in flavors_raw.items()}
+    for flavor in flavors.values():
+        _policy(flavor, _where(path, "flavors", flavor.name))
+        reasons = {h.name: fits(flavor, h, cpu_sets) for h in hosts}
+        if all(reasons.values()):
+            detail = "; ".join(f"{h}: {r}" for h, r in reasons.items())
+            raise InvalidScenario(f"{_where(path, 'flavors', flavor.name)}: cannot fit any host ({detail})")
+    steps = _steps(raw.get("steps", []), flavors, names, path)
+    if len(hosts) == 1 and any(s.op == "migrate" for s in steps):
+        raise InvalidScenario(f"{base}: steps: a cold migration needs two [[hosts]]")
     endings = tuple(raw.get("endings", ENDINGS))
     for ending in endings:
         if ending not in ENDINGS:
             raise UnknownChoice(f"ending in {base}", ending, ENDINGS)
     return Scenario(name, raw.get("description", ""), path, cpu_sets, hosts, flavors,
-                    tuple(steps), endings)
+                    steps, endings, same_host)

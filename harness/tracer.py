@@ -46,19 +46,34 @@ class Point:
     callee: str
     occurrence: int
     kind: str
+    stage: str = "in-resize"  # or "transition": outside resize_instance..finish_resize
 
 
 @dataclasses.dataclass(frozen=True)
 class Window:
-    """Where recording starts and stops: (method, host role) at each end."""
+    """Where recording starts and stops, for the subject move's instance.
+
+    ``opens``: (ComputeManager method, role running it), on entry;
+    ``closes``: such pairs, on return (the first to return closes);
+    ``per_ending``: the window reaches into the ending, so each ending has
+    its own trace.
+    """
 
     name: str
-    opens: tuple   # (ComputeManager method, role that runs it) -- on entry
-    closes: tuple  # (ComputeManager method, role that runs it) -- on return
+    opens: tuple
+    closes: tuple
+    per_ending: bool = False
 
 
+#: between these (source entry, destination return) both hosts hold their flavor
+CORE = (("resize_instance", "source"), ("finish_resize", "dest"))
 WINDOWS = {
-    "resize": Window("resize", ("resize_instance", "source"), ("finish_resize", "dest")),
+    # the design card's: the source starts sending, until the destination has it
+    "resize": Window("resize", CORE[0], (CORE[1],)),
+    # the whole lifecycle: the destination's prep, through the ending's last step
+    "lifecycle": Window("lifecycle", ("prep_resize", "dest"),
+                        (("confirm_resize", "source"), ("finish_revert_resize", "source")),
+                        per_ending=True),
 }
 
 
@@ -75,9 +90,12 @@ class Tracer(fixtures.Fixture):
         self.window = WINDOWS[window]
         self.on_point = on_point
         self.points: list[Point] = []
-        self.roles: dict = {}          # host -> role
+        self.subject = None            # instance uuid whose move is traced (None: the first)
+        self.roles: dict = {}          # host -> role (one host: "source" only)
+        self.hosts: dict = {}          # role -> host
         self.open = False
         self.closed = False
+        self.core = False              # inside CORE: both hosts hold their flavor
         self.held: dict = {}           # lock name -> thread ident holding it
         self.on_release: dict = collections.defaultdict(list)  # lock name -> callbacks
         self._counts = collections.Counter()
@@ -94,9 +112,9 @@ class Tracer(fixtures.Fixture):
         for kind, owner, attr, label in yieldpoints.all_targets(LibvirtDriver):
             self._wrap(owner, attr, self._make(kind, label))
         self._wrap(lockutils, "lock", self._make_lock)
-        opens, closes = self.window.opens[0], self.window.closes[0]
-        self._wrap(manager.ComputeManager, opens, self._make_boundary(opens, opening=True))
-        self._wrap(manager.ComputeManager, closes, self._make_boundary(closes, opening=False))
+        boundaries = {m for m, _ in (self.window.opens, *self.window.closes, *CORE)}
+        for method in sorted(boundaries):
+            self._wrap(manager.ComputeManager, method, self._make_boundary(method))
 
     def _wrap(self, owner, attr, factory):
         raw = inspect_raw(owner, attr)
@@ -145,23 +163,43 @@ class Tracer(fixtures.Fixture):
                 callback()
         return lock
 
-    def _make_boundary(self, method, opening):
+    def _make_boundary(self, method):
         def factory(fn):
             @functools.wraps(fn)
             def boundary(manager_self, context, *args, **kwargs):
-                if opening and not self.open and not self.closed:
-                    migration = kwargs.get("migration")
-                    self.roles = {manager_self.host: "source",
-                                  getattr(migration, "dest_compute", None): "dest"}
-                    self.open = True
+                instance = kwargs.get("instance")
+                ours = self.subject is None or getattr(instance, "uuid", None) == self.subject
+                if ours:
+                    self._enter(method, manager_self.host, kwargs.get("migration"))
                 try:
                     return fn(manager_self, context, *args, **kwargs)
                 finally:
-                    if (not opening and self.open
-                            and self.roles.get(manager_self.host) == self.window.closes[1]):
-                        self.open, self.closed = False, True
+                    if ours:
+                        self._exit(method, manager_self.host)
             return boundary
         return factory
+
+    def _is(self, host, role) -> bool:
+        return self.hosts.get(role) == host
+
+    def _enter(self, method, host, migration):
+        if method == self.window.opens[0] and not self.open and not self.closed:
+            # the opener's own host is its role's (prep_resize: dest_compute is not set yet)
+            if self.window.opens[1] == "dest":
+                source, dest = migration.source_compute, host
+            else:
+                source, dest = host, migration.dest_compute
+            self.hosts = {"source": source, "dest": dest}
+            self.roles = {dest: "dest", source: "source"}  # one host: "source"
+            self.open = True
+        if (method, "source") == CORE[0] and self._is(host, "source"):
+            self.core = True
+
+    def _exit(self, method, host):
+        if (method, "dest") == CORE[1] and self._is(host, "dest"):
+            self.core = False
+        if self.open and any(m == method and self._is(host, r) for m, r in self.window.closes):
+            self.open, self.closed = False, True
 
     # -- recording -------------------------------------------------------------
     def _stack(self) -> list:
@@ -191,7 +229,8 @@ class Tracer(fixtures.Fixture):
                 key = (role, function, label)
                 self._counts[key] += 1
                 n = self._counts[key]
-                point = Point(f"{role}:{function}>{label}#{n}", role, function, label, n, kind)
+                point = Point(f"{role}:{function}>{label}#{n}", role, function, label, n, kind,
+                              "in-resize" if self.core else "transition")
                 self.points.append(point)
                 if self.on_point is not None:
                     with self.suspended():
@@ -213,7 +252,7 @@ class Tracer(fixtures.Fixture):
         return "?"
 
     def host_of_role(self, role: str) -> str:
-        return next(h for h, r in self.roles.items() if r == role)
+        return self.hosts[role]
 
 
 def inspect_raw(owner, attr):

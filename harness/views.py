@@ -29,7 +29,7 @@ def rt_view(cloud, host: str) -> dict:
 
 
 def placement_view(cloud, consumers: dict) -> dict:
-    """``consumers``: kind ("instance"/"migration") -> consumer uuid."""
+    """``consumers``: name ("vm1 instance", "vm1 migration") -> consumer uuid."""
     hosts = {cloud.rp_uuid(h.name): h.name for h in cloud.scenario.hosts}
     allocations = {}
     for kind, uuid in sorted(consumers.items()):
@@ -55,22 +55,30 @@ def truth_view(cloud, host: str) -> dict:
     return {"running": _plain(conn.ground_truth()), "defined": _plain(conn.defined_claims())}
 
 
-def consumers_of(cloud, server: str) -> dict:
-    """Placement consumers of ``server``: the instance and its latest migration."""
+def latest_migration(cloud, server: str):
+    """The server's most recent Migration object (from the database), or None."""
     from nova import context, objects
-    out = {"instance": cloud.servers[server]}
     migrations = objects.MigrationList.get_by_filters(
         context.get_admin_context(), {"instance_uuid": cloud.servers[server]})
-    if migrations:
-        out["migration"] = max(migrations, key=lambda m: m.id).uuid
+    return max(migrations, key=lambda m: m.id) if migrations else None
+
+
+def consumers(cloud) -> dict:
+    """Placement consumers of every server: its instance and its latest migration."""
+    out = {}
+    for server, uuid in sorted(cloud.servers.items()):
+        out[f"{server} instance"] = uuid
+        migration = latest_migration(cloud, server)
+        if migration is not None:
+            out[f"{server} migration"] = migration.uuid
     return out
 
 
-def snapshot(cloud, server: str) -> dict:
+def snapshot(cloud) -> dict:
     """All three views at once, for convergence comparisons and reports."""
     hosts = [h.name for h in cloud.scenario.hosts]
     return {
         "rt": {h: rt_view(cloud, h) for h in hosts},
-        "placement": placement_view(cloud, consumers_of(cloud, server)),
+        "placement": placement_view(cloud, consumers(cloud)),
         "truth": {h: truth_view(cloud, h) for h in hosts},
     }

@@ -33,9 +33,9 @@ def main() -> int:
     items = [Item.parse(text) for text in job["items"]]
     if args.mode == "fresh":  # one at a time in this process
         from harness.executor import run_local
-        run_local(items, job["trace"], emit)
+        run_local(items, job["traces"], emit)
     else:
-        run_items(items, job["trace"], args.jobs, args.backend, emit, "fork")
+        run_items(items, job["traces"], args.jobs, args.backend, emit, "fork")
     return 0
 
 

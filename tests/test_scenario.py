@@ -20,7 +20,7 @@ def load_with(mutate):
 def test_every_scenario_loads():
     for name in scenario.available():
         s = scenario.load(name)
-        assert s.steps[0].op == "boot" and s.steps[1].op == "resize"
+        assert s.boots and s.moves and s.subject.server in {b.server for b in s.boots}
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -28,9 +28,17 @@ def test_every_scenario_loads():
      "bad.toml: flavors.large: cannot fit any host"),
     (lambda r: r["steps"][0].update(host="host-z"), "unknown host in bad.toml: steps[0] 'host-z'"),
     (lambda r: r["steps"][1].update(flavor="huge"), "unknown flavor in bad.toml: steps[1] 'huge'"),
-    (lambda r: r["steps"][1].update(op="migrate"), "unknown op in bad.toml: steps[1] 'migrate'"),
+    (lambda r: r["steps"][1].update(op="shelve"), "unknown op in bad.toml: steps[1] 'shelve'"),
     (lambda r: r.update(endings=["confirm", "shelve"]), "unknown ending in bad.toml 'shelve'"),
-    (lambda r: r["hosts"].pop(), "a resize needs at least two [[hosts]]"),
+    (lambda r: r["hosts"].pop(), "a move needs two [[hosts]], or one with"),
+    (lambda r: r["steps"].pop(), "at least one boot then one resize or migrate"),
+    (lambda r: r["steps"].append(dict(r["steps"][1])), "server 'vm1' is moved twice"),
+    (lambda r: r["steps"].append(dict(r["steps"][0], server="vm9")),
+     "boot steps come before the moves"),
+    (lambda r: r["flavors"]["small"]["extra_specs"].update({"hw:cpu_policy": "mixed"}),
+     "hw:cpu_policy=mixed needs hw:cpu_dedicated_mask"),
+    (lambda r: r["cloud"].update(allow_resize_to_same_host="yes"),
+     "allow_resize_to_same_host must be true or false"),
     (lambda r: r["hosts"][1].update(cells=0), "hosts[1] 'host-b': 'cells' must be an integer >= 1"),
     (lambda r: r["flavors"]["small"].update(extra_specs={"hw:mem_page_size": "3"}),
      "hw:mem_page_size must be a size in KiB"),

@@ -80,20 +80,20 @@ def test_rt_check_catches_a_dropped_pin_and_convergence_sees_the_heal(nova):
 
 def _drop_migration_allocation(run):
     from harness import views
-    consumer = views.consumers_of(run.cloud, run.server)["migration"]
+    consumer = views.consumers(run.cloud)["vm1 migration"]
     run.cloud.env.placement.delete(f"/allocations/{consumer}")
 
 
 def test_placement_check_catches_a_lost_allocation(nova):
     result = run_with(_drop_migration_allocation)
     lines = [f.line() for f in findings(result, "placement")]
-    assert any(ln.startswith("[placement] allocations of the migration: expected {'host-a'")
+    assert any(ln.startswith("[placement] allocations of vm1 migration: expected {'host-a'")
                and ln.endswith("seen {}") for ln in lines), lines
     assert any("host-a provider usages" in ln for ln in lines)
 
 
 def _error_state(run):
-    run.cloud.env.api.post_server_action(run.cloud.servers[run.server],
+    run.cloud.env.api.post_server_action(run.cloud.servers["vm1"],
                                          {"os-resetState": {"state": "error"}})
 
 
