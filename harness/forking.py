@@ -71,6 +71,20 @@ def _fresh_hub():
             hub.register(fileno, new=True)
 
 
+def _private_instances_path(scratch: str) -> None:
+    """Give a forked child its own copy of the instance files.
+
+    Memory is copied by fork, the filesystem is not: a child's resize
+    renames the instance directory and its delete removes it, under the
+    parent's and its siblings' feet.
+    """
+    from nova import conf
+    CONF = conf.CONF
+    mine = tempfile.mkdtemp(prefix=f"fs-{os.getpid()}-", dir=scratch)
+    shutil.copytree(CONF.instances_path, mine, symlinks=True, dirs_exist_ok=True)
+    CONF.set_override("instances_path", mine)
+
+
 class Brancher:
     """Fork one child per variant, at most ``jobs`` at a time, and wait for all.
 
@@ -78,8 +92,9 @@ class Brancher:
     ``None`` in the parent once every child has exited or been killed.
     """
 
-    def __init__(self, jobs: int, timeout: float):
+    def __init__(self, jobs: int, timeout: float, scratch: str | None = None):
         self.jobs, self.timeout = jobs, timeout
+        self.scratch = scratch  # children copy the instance files here (parent removes it)
         self.dead: dict = {}  # variant -> why the child did not exit cleanly
 
     def branch(self, variants, where):
@@ -118,6 +133,8 @@ class Brancher:
 
     def _in_child(self, where):
         _fresh_hub()
+        if self.scratch:
+            _private_instances_path(self.scratch)
 
         def watchdog(*_):
             raise RunTimeout(f"forked child stuck for {self.timeout:.0f}s at {where()}")
@@ -135,7 +152,7 @@ class ForkSweep:
         self.wanted: dict = {}
         for i in items:
             self.wanted.setdefault(i.point, {}).setdefault(i.target, []).append(i.ending)
-        self.brancher = Brancher(jobs, timeout)
+        self.brancher = Brancher(jobs, timeout)  # scratch set once outdir exists
         self.timeout, self.window = timeout, window
         self.outdir = None
         self.on_result = None
@@ -149,6 +166,7 @@ class ForkSweep:
         from harness.executor import Record
         self.on_result = on_result or (lambda r: None)
         self.outdir = tempfile.mkdtemp(prefix="nova-chaos-fork-")
+        self.brancher.scratch = self.outdir
         self.records: dict = {}
         sweep = self
         run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
@@ -244,7 +262,7 @@ class _BranchingInjector(injection.Injector):
         endings = [e for e in self.sweep.scen.endings if any(i.ending == e for i in later)]
         if not endings:
             return
-        ending = Brancher(1, self.sweep.timeout * 10).branch(
+        ending = Brancher(1, self.sweep.timeout * 10, self.sweep.outdir).branch(
             [("ending", e) for e in endings], lambda: run.where)
         if ending is None:                      # the parent: every ending swept
             self.sweep.collect(later)
