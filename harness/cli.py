@@ -89,44 +89,74 @@ def cmd_points(args) -> int:
     return EXIT_OK
 
 
+def _campaigns(args) -> list:
+    """(scenario, window, targets, endings) to sweep; checked before Nova loads.
+
+    ``all`` is every scenario in scenarios/; there, --target/--ending keep
+    only what each scenario has (a same-host scenario has one target).
+    """
+    from harness import campaign, scenario
+    names = list(scenario.available()) if args.scenario == "all" else [args.scenario]
+    windows = args.window or [campaign.DEFAULT_WINDOW]
+    out = []
+    for name in names:
+        scen = scenario.load(name)
+        targets = list(campaign.targets_for(scen))
+        endings = list(scen.endings)
+        if args.scenario == "all":
+            targets = [t for t in args.target or targets if t in targets]
+            endings = [e for e in args.ending or endings if e in endings]
+        else:
+            targets, endings = args.target or targets, args.ending or endings
+        for window in dict.fromkeys(windows):
+            campaign.validate(scen, {}, targets, endings, [], args.mutate, window)
+            out.append((scen, window, targets, endings))
+    return out
+
+
 def cmd_run(args) -> int:
-    from harness import campaign, executor, report, scenario
-    scen = scenario.load(args.scenario)
-    targets = args.target or list(campaign.targets_for(scen))
-    endings = args.ending or list(scen.endings)
+    from harness import campaign, executor, report
     try:
         jobs = executor.jobs_value(args.jobs)
     except ValueError:
         raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
-    window = args.window
-    campaign.validate(scen, {}, targets, endings, [], args.mutate, window)  # before Nova loads
+    todo = _campaigns(args)
+    if args.point and len(todo) > 1:
+        raise UsageError("--point needs one scenario and one window")
     info = _load(args.backend)
     started = time.monotonic()
-    traces = campaign.discover(scen, window)
-    campaign.validate(scen, traces, targets, endings, args.point or [], args.mutate, window)
-    points = campaign.union({e: traces[e] for e in endings})
-    chosen = [p for p in points if p in args.point] if args.point else points
-    items = campaign.items(scen, traces, targets, endings, args.mutate, chosen, window)
+    items, traces_by, tables = [], {}, []
+    for scen, window, targets, endings in todo:
+        traces = campaign.discover(scen, window)
+        campaign.validate(scen, traces, targets, endings, args.point or [], args.mutate, window)
+        points = campaign.union({e: traces[e] for e in endings})
+        chosen = [p for p in points if p in args.point] if args.point else points
+        items += campaign.items(scen, traces, targets, endings, args.mutate, chosen, window)
+        traces_by[campaign.trace_key(scen.name, window)] = traces
+        tables.append((scen.name, window, chosen, targets, endings))
+        print(f"{scen.name}, window {window!r}: {len(points)} yield points", file=sys.stderr)
     mode = args.mode or executor.default_mode()
-    print(f"{len(points)} yield points in window {window!r}; {len(items)} items; "
-          f"mode {mode}, {jobs} at a time", file=sys.stderr)
+    print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     progress = report.Progress(len(items))
-    results = executor.run_items(items, {campaign.trace_key(scen.name, window): traces}, jobs,
-                                 args.backend, progress.update, mode)
+    results = executor.run_items(items, traces_by, jobs, args.backend, progress.update, mode)
     elapsed = time.monotonic() - started
-    print(report.table(results, chosen, targets, endings), file=OUT)
+    for name, window, chosen, targets, endings in tables:
+        mine = [r for r in results if r.item.scenario == name and r.item.window == window]
+        print(f"\n{name}, window {window!r}:", file=OUT)
+        print(report.table(mine, chosen, targets, endings), file=OUT)
     failed = [r for r in results if r.verdict in ("fail", "error")]
     for r in failed:
         print(report.failure_text(r, _pytest_id(r.item)), file=OUT)
-    meta = {"scenario": scen.name, "window": window, "nova": info.banner(), "backend": args.backend,
-            "targets": targets, "endings": endings, "mutation": args.mutate, "jobs": jobs,
-            "mode": mode,
-            "points": chosen, "seconds": round(elapsed, 1)}
+    meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
+            "backend": args.backend, "mutation": args.mutate, "jobs": jobs, "mode": mode,
+            "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
+                          for n, w, c, t, e in tables],
+            "seconds": round(elapsed, 1)}
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
         print(f"JSON report: {os.path.abspath(args.json)}", file=OUT)
     if args.junit:
-        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{scen.name}"))
+        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{args.scenario}"))
         print(f"JUnit report: {os.path.abspath(args.junit)}", file=OUT)
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
           f"wall); {len(failed)} failed", file=OUT)
@@ -171,18 +201,23 @@ def cmd_replay(args) -> int:
 
 
 def cmd_baseline(args) -> int:
-    """The uninjected scenario, every check at every phase (foundation job)."""
+    """The uninjected scenario, every check at every phase, its points recorded."""
     import resource
-    from harness import runner, scenario
+
+    from harness import campaign, injection, runner, scenario
     scen = scenario.load(args.scenario)
     endings = args.ending or list(scen.endings)
+    campaign.validate(scen, {}, [], endings, [], None, args.window)
     _load(args.backend)
     worst = EXIT_OK
     for ending in endings:
-        result = runner.run(scen, ending)
-        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in {result.seconds:.1f}s", file=OUT)
+        run = runner.Run(scen, ending)
+        result = run.execute(lambda r: injection.Injector(r, None, args.window))
+        points = len(run.tracer.points) if run.tracer else 0
+        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in "
+              f"{result.seconds:.1f}s; {points} yield points in window {args.window!r}", file=OUT)
         print(result.report(), file=OUT)
-        worst = worst if result.passed else EXIT_FINDINGS
+        worst = worst if result.passed and points else EXIT_FINDINGS
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MiB", file=OUT)
     return worst
@@ -206,11 +241,12 @@ def build_parser():
     sp.add_argument("--ending", action="append", help="only this ending's points (repeatable)")
     sp.set_defaults(fn=cmd_points)
     sp = sub.add_parser("run", help="inject the periodic at every point (or --point ...)")
-    sp.add_argument("scenario")
+    sp.add_argument("scenario", help="a scenario name or .toml path, or 'all'")
     sp.add_argument("--target", action="append", help="source, dest or both (repeatable)")
     sp.add_argument("--ending", action="append",
                     help="confirm, revert or auto-confirm (repeatable; default: the scenario's)")
-    sp.add_argument("--window", **window)
+    sp.add_argument("--window", action="append",
+                    help="resize (default) and/or lifecycle (repeatable): " + window["help"])
     sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
     sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759")
     sp.add_argument("--jobs", default="1",
@@ -228,6 +264,7 @@ def build_parser():
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
     sp.add_argument("scenario")
     sp.add_argument("--ending", action="append")
+    sp.add_argument("--window", **window)
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=cmd_baseline)
     return p

@@ -3,29 +3,37 @@
 The parent runs the scenario uninjected with the tracer on. At each wanted
 point it forks one child per target; the child injects the periodic there
 and simply carries on -- the parent's remaining execution continues in the
-child -- to VERIFY_RESIZE, where it forks again, one grandchild per ending.
-Points inside an ending (the lifecycle window) are reached by forking, at
-VERIFY_RESIZE, one uninjected *ending-parent* per ending, which branches at
-that ending's points the same way.
-A grandchild runs its ending and every check, writes its judged result to a
-file and leaves with ``os._exit``: no child ever returns into the test
-runner or runs a cleanup on shared state. The parent waits with the
-*unpatched* ``waitpid``/``sleep``, so none of its green threads move while
-children run, and its final state must equal an uninjected run's.
+child -- to VERIFY_RESIZE, where it forks one grandchild per ending but the
+first, which it runs itself. Points inside an ending (the lifecycle window)
+are reached by forking, at VERIFY_RESIZE, one uninjected *ending-parent*
+per ending, which branches at that ending's points the same way. A process
+that reports an item writes its judged result to a file and leaves with
+``os._exit``: no child ever returns into the test runner or runs a cleanup
+on shared state.
+
+Scheduling: ``jobs`` CPU slots (lock files) are shared by the tree. Every
+forked process takes a slot before doing any work; a process waiting for
+its children gives its slot back meanwhile. The parent does not wait at a
+point: it carries on to the next one while the children queue for slots,
+so the cores stay busy through every level of the tree. Each child gets a
+private copy of the instance files, made by the parent at the fork (the
+filesystem, unlike memory, is not copied by fork).
 
 What makes a forked child sound (see ../shared/notes/prefix-reuse-facts.md):
 oslo.db must not drop connections made under another pid (the cloud
 disables that guard: the databases are in-memory), the eventlet hub gets a
 fresh epoll object in the child and its ``tpool`` runs calls inline (the
-pool's OS threads are gone; libvirt calls go through it), RPC deadlines are long (Cloud sets
-``rpc_response_timeout``), every child has a watchdog and the parent a kill
-deadline, and ``gc.freeze()`` keeps the collector from copying the heap.
+pool's OS threads are gone; libvirt calls go through it), RPC deadlines are
+long (Cloud sets ``rpc_response_timeout``), every child has a watchdog and
+the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
+copying the heap.
 
 The native-threads backend cannot fork (worker threads do not survive it):
 it uses fresh environments (:func:`harness.campaign.run_item`).
 """
 from __future__ import annotations
 
+import fcntl
 import gc
 import hashlib
 import json
@@ -71,70 +79,137 @@ def _fresh_hub():
             hub.register(fileno, new=True)
 
 
-def _private_instances_path(scratch: str) -> None:
-    """Give a forked child its own copy of the instance files.
+class Slots:
+    """``jobs`` CPU slots shared by a process tree: one ``flock``-ed file each.
 
-    Memory is copied by fork, the filesystem is not: a child's resize
-    renames the instance directory and its delete removes it, under the
-    parent's and its siblings' feet.
+    The kernel drops a dead process's locks, so a child that crashes or is
+    killed can never leak its slot. Each process opens the files itself
+    (locks belong to open file descriptions, which fork shares).
     """
+
+    def __init__(self, jobs: int, directory: str):
+        self.paths = [os.path.join(directory, f"slot{i}") for i in range(jobs)]
+        for path in self.paths:
+            open(path, "a").close()
+        self.fd = None
+
+    def forget(self):
+        """In a new child: the inherited slot is the parent's, not ours."""
+        self.fd = None
+
+    def acquire(self):
+        while True:
+            for path in self.paths:
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self.fd = fd
+                return
+            _time.sleep(0.005)
+
+    def release(self):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+
+def _copy_instances_path(scratch: str) -> str:
+    """A private copy of the instance files, made now (the caller is paused at a point)."""
     from nova import conf
-    CONF = conf.CONF
-    mine = tempfile.mkdtemp(prefix=f"fs-{os.getpid()}-", dir=scratch)
-    shutil.copytree(CONF.instances_path, mine, symlinks=True, dirs_exist_ok=True)
-    CONF.set_override("instances_path", mine)
+    mine = tempfile.mkdtemp(prefix="fs-", dir=scratch)
+    shutil.copytree(conf.CONF.instances_path, mine, symlinks=True, dirs_exist_ok=True)
+    return mine
 
 
 class Brancher:
-    """Fork one child per variant, at most ``jobs`` at a time, and wait for all.
+    """Fork children that queue for a shared CPU slot; reap them, now or later.
 
-    :meth:`branch` returns the variant in the child (which carries on) and
-    ``None`` in the parent once every child has exited or been killed.
+    :meth:`branch` returns the variant in the child (which carries on, holding
+    a slot) and ``None`` in the parent. ``wait=True`` waits for this batch
+    (slot given back meanwhile); otherwise the parent carries on and
+    :meth:`reap` collects exits later. ``dead`` says why a child failed.
     """
 
-    def __init__(self, jobs: int, timeout: float, scratch: str | None = None):
-        self.jobs, self.timeout = jobs, timeout
-        self.scratch = scratch  # children copy the instance files here (parent removes it)
-        self.dead: dict = {}  # variant -> why the child did not exit cleanly
+    def __init__(self, slots, timeout: float, scratch: str, limit: int):
+        self.slots, self.timeout, self.scratch = slots, timeout, scratch
+        self.limit = limit      # children outstanding at most (bounds memory)
+        self.running: dict = {}  # pid -> (variant, forked at)
+        self.dead: dict = {}     # variant -> why the child did not exit cleanly
 
-    def branch(self, variants, where):
-        pending, running = list(variants), {}
+    def branch(self, variants, where, wait=False):
         try:
-            return self._branch(pending, running, where)
-        except BaseException:  # interrupted: leave no orphan behind
-            for pid in running:
-                os.kill(pid, signal.SIGKILL)
-                _os.waitpid(pid, 0)
-            raise
-
-    def _branch(self, pending, running, where):
-        while pending or running:
-            while pending and len(running) < self.jobs:
-                variant = pending.pop(0)
+            for variant in variants:
+                while len(self.running) >= self.limit:
+                    self._wait_for_any()
+                fs = _copy_instances_path(self.scratch)
                 pid = os.fork()
                 if pid == 0:
-                    self._in_child(where)
+                    self._in_child(fs, where)
                     return variant
-                running[pid] = (variant, time.monotonic())
-            for pid, (variant, started) in list(running.items()):
-                done, status = _os.waitpid(pid, os.WNOHANG)
-                if done:
-                    del running[pid]
-                    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-                        self.dead[variant] = f"child exited with status {status:#x}"
-                elif time.monotonic() - started > self.timeout + 30:
-                    os.kill(pid, signal.SIGKILL)
-                    _os.waitpid(pid, 0)
-                    del running[pid]
-                    self.dead[variant] = f"killed after {self.timeout + 30:.0f}s"
-            if running:
-                _time.sleep(0.003)
+                self.running[pid] = (variant, time.monotonic())
+            if wait:
+                self.reap(block=True)
+        except BaseException:  # interrupted: leave no orphan behind
+            self.kill_all()
+            raise
         return None
 
-    def _in_child(self, where):
+    def reap(self, block=False):
+        """Collect exited children; with ``block``, all of them (slot given back)."""
+        if not block:
+            self._poll()
+            return
+        self.slots.release()
+        try:
+            while self.running:
+                self._poll()
+                if self.running:
+                    _time.sleep(0.003)
+        finally:
+            self.slots.acquire()
+
+    def _wait_for_any(self):
+        before = len(self.running)
+        self.slots.release()
+        try:
+            while len(self.running) >= before:
+                self._poll()
+                if len(self.running) >= before:
+                    _time.sleep(0.003)
+        finally:
+            self.slots.acquire()
+
+    def _poll(self):
+        # a child waits for a slot before its own deadline starts: allow for the queue
+        deadline = self.timeout * (2 + self.limit) + 30
+        for pid, (variant, forked) in list(self.running.items()):
+            done, status = _os.waitpid(pid, os.WNOHANG)
+            if done:
+                del self.running[pid]
+                if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                    self.dead[variant] = f"child exited with status {status:#x}"
+            elif time.monotonic() - forked > deadline:
+                os.kill(pid, signal.SIGKILL)
+                _os.waitpid(pid, 0)
+                del self.running[pid]
+                self.dead[variant] = f"killed after {deadline:.0f}s"
+
+    def kill_all(self):
+        for pid in self.running:
+            os.kill(pid, signal.SIGKILL)
+            _os.waitpid(pid, 0)
+        self.running.clear()
+
+    def _in_child(self, fs, where):
+        from nova import conf
+        self.running = {}  # the siblings are not this child's to reap
         _fresh_hub()
-        if self.scratch:
-            _private_instances_path(self.scratch)
+        conf.CONF.set_override("instances_path", fs)
+        self.slots.forget()
+        self.slots.acquire()
 
         def watchdog(*_):
             raise RunTimeout(f"forked child stuck for {self.timeout:.0f}s at {where()}")
@@ -149,11 +224,7 @@ class ForkSweep:
                  window=campaign.DEFAULT_WINDOW):
         self.scen, self.mutation, self.traces = scen, mutation, traces
         self.items = {i.id: i for i in items}
-        self.wanted: dict = {}
-        for i in items:
-            self.wanted.setdefault(i.point, {}).setdefault(i.target, []).append(i.ending)
-        self.brancher = Brancher(jobs, timeout)  # scratch set once outdir exists
-        self.timeout, self.window = timeout, window
+        self.jobs, self.timeout, self.window = jobs, timeout, window
         self.outdir = None
         self.on_result = None
         self.reached: set = set()   # points the parent branched at before VERIFY_RESIZE
@@ -162,11 +233,13 @@ class ForkSweep:
         return os.path.join(self.outdir, hashlib.sha1(item.id.encode()).hexdigest() + ".json")
 
     def run(self, on_result=None) -> list:
-        """Run the sweep; ``on_result(record)`` is called per item, point by point."""
+        """Run the sweep; ``on_result(record)`` is called per item as results arrive."""
         from harness.executor import Record
         self.on_result = on_result or (lambda r: None)
         self.outdir = tempfile.mkdtemp(prefix="nova-chaos-fork-")
-        self.brancher.scratch = self.outdir
+        slots = Slots(self.jobs, self.outdir)
+        slots.acquire()  # this process runs the prefix
+        self.brancher = Brancher(slots, self.timeout, self.outdir, limit=4 * self.jobs)
         self.records: dict = {}
         sweep = self
         run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
@@ -182,14 +255,24 @@ class ForkSweep:
         gc.freeze()
         try:
             parent = run.execute(lambda r: Instrument())
+            self.brancher.reap(block=True)
+            self.collect()
         finally:
+            self.brancher.kill_all()
             gc.unfreeze()
+            slots.release()
             shutil.rmtree(self.outdir, ignore_errors=True)
         self.parent_result = parent
-        for item in self.items.values():  # points the parent never reached
+        for item in self.items.values():  # no result: say why
             if item.id not in self.records:
-                why = (f"the uninjected parent run failed: {parent.error or parent.findings[:1]}"
-                       if not parent.passed else f"point {item.point} was not reached")
+                why = (self.brancher.dead.get((item.point, item.target, item.ending))
+                       or self.brancher.dead.get((item.point, item.target))
+                       or self.brancher.dead.get(("ending", item.ending)))
+                if why is None and not parent.passed:
+                    why = f"the uninjected parent run failed: {parent.error or parent.findings[:1]}"
+                elif why is None:
+                    why = ("a forked child wrote no result" if item.point in self.traces[item.ending]
+                           else f"point {item.point} was not reached")
                 self._record(Record.error(item, why))
         return [self.records[i] for i in self.items]
 
@@ -197,21 +280,15 @@ class ForkSweep:
         self.records[record.item.id] = record
         self.on_result(record)
 
-    def collect(self, items):
-        """Read the results the forked children wrote for ``items``."""
+    def collect(self):
+        """Record every result a child has written so far."""
         from harness.executor import Record
-        for item in items:
+        for item in self.items.values():
             path = self._path(item)
-            if os.path.exists(path):
+            if item.id not in self.records and os.path.exists(path):
                 with open(path) as fh:
                     self._record(Record.from_json(json.load(fh)))
                 os.unlink(path)
-                continue
-            why = (self.brancher.dead.get((item.target, item.ending))
-                   or self.brancher.dead.get(item.target)
-                   or self.brancher.dead.get(("ending", item.ending))
-                   or "the forked child wrote no result")
-            self._record(Record.error(item, why))
 
     def items_at(self, point_id, ending=None) -> list:
         return [i for i in self.items.values()
@@ -240,18 +317,20 @@ class _BranchingInjector(injection.Injector):
             if self.past_verify:
                 return
             self.sweep.reached.add(point.id)
+            self.sweep.brancher.reap()
+            self.sweep.collect()                # stream results as they come
         targets = sorted({i.target for i in self.sweep.items_at(point.id, self.ending_parent)})
         if not targets:
             return
-        target = self.sweep.brancher.branch(targets, lambda: self.run.where)
-        if target is None:                      # the parent: all branches done
-            if self.ending_parent is None:
-                self.sweep.collect(self.sweep.items_at(point.id))
+        variants = [(point.id, t) for t in targets]
+        chosen = self.sweep.brancher.branch(variants, lambda: self.run.where)
+        if chosen is None:                      # the parent: carry on to the next point
             return
+        target = chosen[1]
         started = time.monotonic()
         self.injection = injection.Injection(point.id, target)
         if self.ending_parent is None:          # before VERIFY_RESIZE: branch per ending there
-            self.run.before_ending = lambda run: self._branch_endings(run, point, target, started)
+            self.run.before_ending = lambda run: self._branch_endings(run, point, target)
         self.run.at_end = lambda run: self._report_and_exit(run, point, target, started)
         super()._on_point(point)                # inject here, then carry on
 
@@ -260,23 +339,23 @@ class _BranchingInjector(injection.Injector):
         self.past_verify = True
         later = self.sweep.in_endings()
         endings = [e for e in self.sweep.scen.endings if any(i.ending == e for i in later)]
-        if not endings:
+        chosen = self.sweep.brancher.branch([("ending", e) for e in endings], lambda: run.where)
+        if chosen is None:                      # the parent: its own tail is uninjected
             return
-        ending = Brancher(1, self.sweep.timeout * 10, self.sweep.outdir).branch(
-            [("ending", e) for e in endings], lambda: run.where)
-        if ending is None:                      # the parent: every ending swept
-            self.sweep.collect(later)
-            return
-        self.ending_parent = run.ending = ending[1]
+        self.ending_parent = run.ending = chosen[1]
         self.past_verify = False
-        run.at_end = lambda run: os._exit(0)
 
-    def _branch_endings(self, run, point, target, started):
-        endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
-        ending = self.sweep.brancher.branch([(target, e) for e in endings], lambda: run.where)
-        if ending is None:                      # the target-child: its work is done
+        def finish(run):                        # wait for this ending's children, then leave
+            self.sweep.brancher.reap(block=True)
             os._exit(0)
-        run.ending = ending[1]
+        run.at_end = finish
+
+    def _branch_endings(self, run, point, target):
+        """At VERIFY_RESIZE (a target-child): fork the other endings, run the first here."""
+        endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
+        chosen = self.sweep.brancher.branch([(point.id, target, e) for e in endings[1:]],
+                                            lambda: run.where)
+        run.ending = chosen[2] if chosen is not None else endings[0]
 
     def _report_and_exit(self, run, point, target, started):
         code = 3
@@ -288,6 +367,7 @@ class _BranchingInjector(injection.Injector):
             with open(path + ".tmp", "w") as fh:
                 json.dump(result.to_json(), fh)
             os.replace(path + ".tmp", path)
+            self.sweep.brancher.reap(block=True)  # this process's own children, if any
             code = 0
         finally:
             os._exit(code)

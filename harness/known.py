@@ -20,7 +20,7 @@ from harness.scenario import SCENARIO_DIR
 KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
 CLASSES = ("hard", "transient")
 _KEYS = {"scenario", "points", "targets", "endings", "mutation", "expect", "class", "reason",
-         "bug"}
+         "bug", "window"}
 _EXPECT_KEYS = {"checkpoint", "check", "where"}
 
 #: legacy counters that every periodic rebuilds from scratch
@@ -46,6 +46,7 @@ class Entry:
     targets: tuple
     endings: tuple
     mutation: str
+    window: str
     expect: tuple  # ((checkpoint glob, check, where glob), ...), each must be seen
     klass: str
     reason: str
@@ -55,7 +56,8 @@ class Entry:
         return (fnmatch.fnmatchcase(item.scenario, self.scenario)
                 and any(fnmatch.fnmatchcase(item.point, p) for p in self.points)
                 and item.target in self.targets and item.ending in self.endings
-                and fnmatch.fnmatchcase(item.mutation or "none", self.mutation))
+                and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
+                and fnmatch.fnmatchcase(item.window, self.window))
 
     def covering(self, checkpoint: str, finding):
         """Index of the expectation that covers this finding, or None."""
@@ -79,7 +81,7 @@ def load(path: str = KNOWN_FILE) -> list:
     for i, e in enumerate(raw.get("finding", [])):
         where = f"{os.path.basename(path)}: finding[{i}]"
         unknown = set(e) - _KEYS
-        missing = _KEYS - {"mutation", "bug"} - set(e)
+        missing = _KEYS - {"mutation", "bug", "window"} - set(e)
         if unknown or missing:
             raise InvalidScenario(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
         if e["class"] not in CLASSES:
@@ -90,7 +92,8 @@ def load(path: str = KNOWN_FILE) -> list:
                 raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)}")
             expect.append((x["checkpoint"], x["check"], x["where"]))
         entries.append(Entry(e["scenario"], tuple(e["points"]), tuple(e["targets"]),
-                             tuple(e["endings"]), e.get("mutation", "*"), tuple(expect),
+                             tuple(e["endings"]), e.get("mutation", "*"),
+                             e.get("window", "resize"), tuple(expect),
                              e["class"], e["reason"], e.get("bug", "")))
     return entries
 

@@ -1,7 +1,7 @@
 """pytest plugin: one test item per (scenario, point, target, ending).
 
 A test opts in with ``@pytest.mark.chaos(scenario=..., mutation=None,
-window="resize")`` and
+window="resize", endings=None)`` and
 the ``chaos_item`` / ``chaos_result`` fixtures; the plugin parametrizes it
 with every item of the scenario's campaign, ids being the item ids (so
 ``pytest -n auto`` collects identically on every worker: ids come from a
@@ -49,8 +49,8 @@ _SHARD_RESULTS: dict = {}  # item id -> executor.Record (filled when a shard run
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "chaos(scenario, mutation=None, window='resize'): parametrize with the "
-        "scenario's campaign items")
+        "markers", "chaos(scenario, mutation=None, window='resize', endings=None): parametrize "
+        "with the scenario's campaign items")
     backend = config.getoption("--chaos-backend")
     if backend:
         from harness import nova_support
@@ -84,7 +84,8 @@ def pytest_generate_tests(metafunc):
     chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
     targets = [t for t in opt("--chaos-target") or campaign.targets_for(scen)
                if t in campaign.targets_for(scen)]
-    endings = [e for e in opt("--chaos-ending") or scen.endings if e in scen.endings]
+    endings = [e for e in opt("--chaos-ending") or marker.kwargs.get("endings") or scen.endings
+               if e in scen.endings]
     items = campaign.items(scen, traces, targets, endings, marker.kwargs.get("mutation"),
                            chosen, window)
     params = []

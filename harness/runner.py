@@ -11,6 +11,7 @@ own checkpoints through ``checkpoint``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -87,7 +88,15 @@ class Run:
         return ledger.phase(self.scenario, self.placed, moved, name)
 
     def checkpoint(self, name: str, phase, exact_cells=True, converge=None) -> Checkpoint:
-        """Check every view against ``phase``; then, optionally, convergence."""
+        """Check every view against ``phase``; then, optionally, convergence.
+
+        The harness's own reads and periodics are not Nova's path: no yield
+        point is recorded while checking.
+        """
+        with self.tracer.suspended() if self.tracer is not None else contextlib.nullcontext():
+            return self._checkpoint(name, phase, exact_cells, converge)
+
+    def _checkpoint(self, name, phase, exact_cells, converge) -> Checkpoint:
         from nova import conf
         cloud = self.cloud
         if self.before_check is not None:

@@ -18,13 +18,18 @@ def assert_one_line_error(proc, *fragments):
 
 @pytest.mark.parametrize("args, fragments", [
     (["run", "nope"], ["unknown scenario 'nope'", "pinned-hugepages"]),
-    (["run", "pinned-hugepages", "--target", "sideways"], ["unknown target 'sideways'", "both"]),
+    (["run", "pinned-hugepages", "--target", "sideways"], ["unknown target for pinned-hugepages 'sideways'", "both"]),
     (["run", "pinned-hugepages", "--ending", "shelve"], ["unknown ending", "'shelve'", "revert"]),
     (["run", "pinned-hugepages", "--mutate", "999"], ["unknown mutation '999'", "1944759"]),
     (["run", "pinned-hugepages", "--jobs", "zero"], ["--jobs must be a positive integer"]),
     (["replay", "garbage"], ["bad item id 'garbage'"]),
     (["run", "/no/such/scenario.toml"], ["scenario file /no/such/scenario.toml does not exist"]),
     (["frobnicate"], ["invalid choice: 'frobnicate'"]),
+    (["run", "pinned-hugepages", "--window", "sideways"], ["unknown window 'sideways'", "lifecycle"]),
+    (["points", "pinned-hugepages", "--window", "sideways"], ["unknown window 'sideways'"]),
+    (["run", "same-host", "--target", "dest"], ["unknown target for same-host 'dest'", "source"]),
+    (["run", "all", "--point", "x#1"], ["--point needs one scenario and one window"]),
+    (["replay", "pinned-hugepages/p#1/source/confirm/window=sideways"], ["unknown window"]),
 ])
 def test_bad_input_before_nova_loads(args, fragments):
     assert_one_line_error(cli(*args), *fragments)
@@ -32,7 +37,7 @@ def test_bad_input_before_nova_loads(args, fragments):
 
 def test_unknown_point_names_valid_ones():
     proc = cli("run", "pinned-hugepages", "--point", "source:nowhere#1")
-    assert_one_line_error(proc, "unknown point of pinned-hugepages 'source:nowhere#1'", "valid:")
+    assert_one_line_error(proc, "unknown point of pinned-hugepages (window resize) 'source:nowhere#1'", "valid:")
 
 
 def test_malformed_topology_file(tmp_path):
@@ -79,3 +84,23 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     assert f">>  17. {point}" in replay.stdout
     assert "what the periodic changed on host-a's watch:" in replay.stdout
     assert "CPUUnpinningInvalid" in replay.stdout
+
+
+#: inside the resource tracker's critical section: the periodic must wait for the lock
+IN_RT_LOCK = "source:ResourceTracker.drop_move_claim_at_source>Migration.save#1"
+
+
+def test_lifecycle_point_inside_the_rt_lock_is_deferred_and_reported(tmp_path):
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    proc = cli("run", "pinned-hugepages", "--window", "lifecycle", "--point", IN_RT_LOCK,
+               "--target", "source", "--json", str(report), "--junit", str(junit))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    items = json.loads(report.read_text())["items"]
+    # the source drops its claim on confirm only (auto-confirm included), not on revert
+    assert sorted(i["id"].split("/")[3] for i in items) == ["auto-confirm", "confirm"]
+    for item in items:
+        assert item["id"].endswith("/window=lifecycle")
+        assert item["fired"] == ["host-a (deferred)"], item
+    import xml.etree.ElementTree as ET
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert len(cases) == 2 and not any(len(c) for c in cases)  # no failure elements

@@ -27,10 +27,11 @@ def _run(tmp_path, name, *extra):
 
 
 def test_fork_and_fresh_agree_clean_and_mutated(tmp_path):
+    narrow = ["--target", "source", "--target", "both", "--ending", "confirm", "--ending", "revert"]
     for mutate in ([], ["--mutate", "1944759"]):
-        fork = _run(tmp_path, "fork", "--mode", "fork", *mutate)
-        fresh = _run(tmp_path, "fresh", "--mode", "fresh", *mutate)
-        assert len(fork) == len(SAMPLE) * 6
+        fork = _run(tmp_path, "fork", "--mode", "fork", *narrow, *mutate)
+        fresh = _run(tmp_path, "fresh", "--mode", "fresh", *narrow, *mutate)
+        assert len(fork) == len(SAMPLE) * 4
         assert fork == fresh
 
 
@@ -65,5 +66,5 @@ def _pytest_outcomes(tmp_path, workers):
 def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
     serial = _pytest_outcomes(tmp_path, 0)
     parallel = _pytest_outcomes(tmp_path, 2)
-    assert len(serial) == 2 * 2 * 6
+    assert len(serial) == 2 * 9 + 2 * 3  # clean: 3 targets x 3 endings; mutated: revert
     assert serial == parallel

@@ -1,0 +1,298 @@
+"""Speed and memory of the harness, measured side by side in one run.
+
+    python bench/benchmark.py            # quick: samples, about 10 minutes on 2 cores
+    python bench/benchmark.py --full     # the whole default campaign every way, ~40 minutes
+
+Prints, for one scenario (default: the card's), each number and the ratio
+against its target (issue 6):
+
+* fresh environment per item (Nova's own tests' cost model) vs the harness's
+  default mode per item: target >= 8x cheaper;
+* the floor -- the Nova work an item cannot avoid (injected periodic, the
+  rest of the resize from the point, the ending, the checks, the delete),
+  timed on an uninstrumented run -- vs the harness per item: target <= 1.3x;
+* instrumentation overhead on an uninjected run: target <= 10 %;
+* the default campaign with --jobs 1 vs --jobs 2, and pytest -n 0 vs -n 2:
+  target >= 1.7x; the default campaign with 2 workers: target < 2 min;
+* peak private memory per process (smaps_rollup, sampled): target <= 400 MiB.
+
+Per-item costs are wall time with one job (no parallelism), so they do not
+depend on the core count; the core count is printed anyway. Nova is only
+imported in subprocesses.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONWARNINGS="ignore")
+#: a spread of the card's window: early source, the flip, in the race, dest, late dest
+SAMPLE_POINTS = (
+    "source:ComputeManager._resize_instance>Migration.save#1",
+    "source:ComputeManager._resize_instance>Instance.save#2",
+    "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
+    "dest:ComputeManager._finish_resize>Instance.save#1",
+    "dest:ComputeManager._finish_resize>Migration.save#1",
+)
+
+
+class PrivateMemory:
+    """Sample the private memory (smaps_rollup) of a process tree; keep each pid's peak."""
+
+    def __init__(self, root_pid: int, every: float = 0.3):
+        self.root, self.every = root_pid, every
+        self.peak: dict = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+    def _tree(self) -> list:
+        children: dict = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as fh:
+                        ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry))
+        out, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo += children.get(pid, [])
+        return out
+
+    def _loop(self):
+        while not self._stop.wait(self.every):
+            for pid in self._tree():
+                try:
+                    with open(f"/proc/{pid}/smaps_rollup") as fh:
+                        kb = sum(int(ln.split()[1]) for ln in fh if ln.startswith("Private_"))
+                except (OSError, ValueError):
+                    continue
+                self.peak[pid] = max(self.peak.get(pid, 0), kb)
+
+    @property
+    def max_mib(self) -> float:
+        return max(self.peak.values(), default=0) / 1024
+
+
+def timed(cmd, sample_memory=False) -> tuple:
+    """Run ``cmd``; return (wall seconds, completed stdout, peak private MiB or None)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    if sample_memory:
+        with PrivateMemory(proc.pid) as mem:
+            out, err = proc.communicate(timeout=7200)
+    else:
+        mem = None
+        out, err = proc.communicate(timeout=7200)
+    wall = time.monotonic() - started
+    if proc.returncode not in (0, 1):
+        sys.exit(f"benchmark: {' '.join(cmd[:6])}... exited {proc.returncode}: "
+                 f"{(err.strip().splitlines() or ['?'])[-1]}")
+    return wall, out, mem.max_mib if mem else None
+
+
+def nova_chaos(*args) -> list:
+    return [sys.executable, "-m", "harness", *args]
+
+
+def campaign(scenario, jobs, mode, points, report, memory=False) -> dict:
+    args = ["run", scenario, "--jobs", str(jobs), "--mode", mode, "--json", report]
+    for p in points:
+        args += ["--point", p]
+    wall, _, mib = timed(nova_chaos(*args), sample_memory=memory)
+    with open(report) as fh:
+        items = json.load(fh)["items"]
+    return {"wall": wall, "items": len(items), "mib": mib,
+            "verdicts": sorted((i["id"], i["verdict"]) for i in items),
+            "item_seconds": [i["seconds"] for i in items]}
+
+
+def pytest_wall(workers, points) -> float:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers),
+           "tests/test_campaign.py", "-k", "test_clean_nova", "-W", "ignore"]
+    for p in points:
+        cmd += ["--chaos-point", p]
+    return timed(cmd)[0]
+
+
+# -- the uninstrumented floor and the tracer's overhead (runs in a subprocess) --
+def measure_inprocess(scenario: str, reps: int) -> dict:
+    from harness import nova_support
+    nova_support.select_backend("eventlet")
+    nova_support.load_nova()
+    from harness.cli import quiet
+    quiet()
+    import fixtures
+
+    from harness import injection, runner, scenario as scenario_mod
+    scen = scenario_mod.load(scenario)
+
+    class Timed(runner.Run):
+        """A run that stamps each checkpoint and times one periodic at VERIFY_RESIZE."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.stamps, self.up = [], None
+            self.before_ending = self._time_periodic
+
+        def checkpoint(self, name, phase, exact_cells=True, converge=None):
+            start = time.perf_counter()
+            out = super().checkpoint(name, phase, exact_cells, converge)
+            self.stamps.append((name, start, time.perf_counter()))
+            return out
+
+        def _time_periodic(self, run):
+            start = time.perf_counter()
+            self.cloud.periodic(self.placed[self.scenario.subject.server])  # the source
+            self.periodic = time.perf_counter() - start
+
+    def once(traced: bool):
+        run = Timed(scen, scen.endings[0], converge_every=False)
+        points = []
+
+        class Up(fixtures.Fixture):
+            def _setUp(self):
+                run.up = time.perf_counter()
+                if traced:
+                    inj = self.useFixture(injection.Injector(run, None))
+                    inj.tracer.on_point = lambda p: points.append(time.perf_counter())
+        result = run.execute(lambda r: Up())
+        assert result.passed, result.report()
+        end = run.stamps[-1][2]
+        stamp = {name: (s, e) for name, s, e in run.stamps}
+        verify_s, verify_e = stamp["verify-resize"]
+        boot_e = stamp["after-boot"][1]
+        ending = f"after-{run.ending}"
+        return {
+            "steps": end - run.up, "periodic": run.periodic,
+            "resize": verify_s - boot_e, "verify_check": verify_e - verify_s,
+            "ending": stamp[ending][0] - verify_e - run.periodic,
+            "ending_check": stamp[ending][1] - stamp[ending][0],
+            "delete_and_check": end - stamp[ending][1],
+            # how much of the resize is still ahead of each point, on average
+            "rest_fraction": (statistics.mean((verify_s - t) / (verify_s - boot_e) for t in points)
+                              if points else None),
+        }
+
+    once(False)  # warm-up: first-use costs in this process
+    plain, traced = [], []
+    for _ in range(reps):  # interleaved, so drift hits both alike
+        plain.append(once(False))
+        traced.append(once(True))
+    med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
+    return {"plain": {k: med(plain, k) for k in plain[0]},
+            "traced": {k: med(traced, k) for k in traced[0] if k != "rest_fraction"},
+            "rest_fraction": med(traced, "rest_fraction")}
+
+
+def ratio_line(label, value, target, ok) -> str:
+    return f"  {label:58} {value:>10}   target {target:<10} {'MET' if ok else 'MISSED'}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scenario", default="pinned-hugepages")
+    p.add_argument("--full", action="store_true", help="whole default campaign every way")
+    p.add_argument("--reps", type=int, default=3, help="uninjected runs per variant")
+    p.add_argument("--inprocess", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.inprocess:
+        out = measure_inprocess(args.inprocess, args.reps)
+        print("RESULT " + json.dumps(out))
+        return 0
+    scen = args.scenario
+    print(f"nova-chaos benchmark: scenario {scen}, {os.cpu_count()} cores, "
+          f"{'full' if args.full else 'quick'} mode")
+    timed(nova_chaos("points", scen))  # warm the discovery cache (not timed below)
+    tmp = tempfile.mkdtemp(prefix="nova-chaos-bench-")
+    sample = [] if args.full else list(SAMPLE_POINTS)
+
+    # floor and instrumentation overhead
+    _, out, _ = timed([sys.executable, os.path.abspath(__file__), "--inprocess", scen,
+                       "--reps", str(args.reps)])
+    m = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+    pl = m["plain"]
+    floor = (pl["periodic"] + pl["verify_check"] + m["rest_fraction"] * pl["resize"]
+             + pl["verify_check"] + pl["ending"] + pl["ending_check"] + pl["delete_and_check"])
+    overhead = m["traced"]["steps"] / pl["steps"] - 1
+
+    # fresh environments vs the default (fork) mode, one job each
+    fresh = campaign(scen, 1, "fresh", SAMPLE_POINTS[:3] if not args.full else SAMPLE_POINTS,
+                     os.path.join(tmp, "fresh.json"))
+    fresh_item = statistics.mean(fresh["item_seconds"])
+    fork1 = campaign(scen, 1, "fork", sample, os.path.join(tmp, "fork1.json"))
+    fork_item = fork1["wall"] / fork1["items"]
+    fork2 = campaign(scen, 2, "fork", sample, os.path.join(tmp, "fork2.json"), memory=True)
+    same = fork1["verdicts"] == fork2["verdicts"]
+    n0 = pytest_wall(0, sample[:3] if not args.full else [])
+    n2 = pytest_wall(2, sample[:3] if not args.full else [])
+    scale = fork2["items"] and (fork1["wall"] / fork2["wall"])
+    default_items = fork2["items"] if args.full else None
+
+    print("\nmeasured")
+    print(f"  fresh environment per item (mean of {fresh['items']} items): {fresh_item:.2f} s")
+    print(f"  harness per item, fork mode, 1 job ({fork1['items']} items):   {fork_item:.2f} s "
+          f"({fork1['wall']:.1f} s wall)")
+    print(f"  floor per item (uninstrumented, medians of {args.reps}): {floor:.2f} s = periodic "
+          f"{pl['periodic']:.2f} + 2 checks {2 * pl['verify_check']:.2f} + rest of resize "
+          f"{m['rest_fraction']:.2f} x {pl['resize']:.2f} + ending {pl['ending']:.2f} + ending "
+          f"checks {pl['ending_check']:.2f} + delete and checks {pl['delete_and_check']:.2f}")
+    print(f"  uninjected run, steps after setup: plain {pl['steps']:.2f} s, traced "
+          f"{m['traced']['steps']:.2f} s")
+    print(f"  campaign ({fork1['items']} items): --jobs 1 {fork1['wall']:.1f} s, --jobs 2 "
+          f"{fork2['wall']:.1f} s; verdicts identical: {same}")
+    print(f"  pytest clean campaign{'' if args.full else ' (3 points)'}: -n 0 {n0:.1f} s, "
+          f"-n 2 {n2:.1f} s")
+    print(f"  peak private memory of any process (--jobs 2): {fork2['mib']:.0f} MiB")
+    print("\nratios")
+    print(ratio_line("fresh / harness per item", f"{fresh_item / fork_item:.1f}x", ">= 8x",
+                     fresh_item / fork_item >= 8))
+    print(ratio_line("harness per item / floor", f"{fork_item / floor:.2f}x", "<= 1.3x",
+                     fork_item / floor <= 1.3))
+    print(ratio_line("instrumentation overhead (uninjected)", f"{overhead:+.1%}", "<= 10%",
+                     overhead <= 0.10))
+    print(ratio_line("campaign --jobs 1 / --jobs 2", f"{scale:.2f}x", ">= 1.7x", scale >= 1.7))
+    print(ratio_line("pytest -n 0 / -n 2", f"{n0 / n2:.2f}x", ">= 1.7x", n0 / n2 >= 1.7))
+    print(ratio_line("peak private memory per process", f"{fork2['mib']:.0f} MiB", "<= 400 MiB",
+                     fork2["mib"] <= 400))
+    if default_items:
+        print(ratio_line(f"default campaign, 2 jobs ({default_items} items)",
+                         f"{fork2['wall']:.0f} s", "< 120 s", fork2["wall"] < 120))
+    else:
+        est = fork2["wall"] / fork2["items"] * _default_items(scen)
+        print(ratio_line("default campaign, 2 jobs (extrapolated)", f"~{est:.0f} s", "< 120 s",
+                         est < 120))
+    return 0
+
+
+def _default_items(scen: str) -> int:
+    _, out, _ = timed(nova_chaos("points", scen))
+    points = len([ln for ln in out.splitlines() if ln.strip()])
+    from harness import campaign, scenario
+    s = scenario.load(scen)
+    return points * len(campaign.targets_for(s)) * len(s.endings)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The 1944759 self-test beyond the card's scenario.
+
+In every scenario where the race applies (the instance leaves its host), the
+re-introduced race must be caught at the edges of the race window -- right
+after the host flip and at the destination's save -- and not just outside
+them. tests/test_campaign.py sweeps every point of the card's scenario with one
+ending; here three points per scenario, every ending, keep CI short.
+"""
+import json
+
+import pytest
+
+from harness import scenario
+from tests.conftest import cli
+from tests.test_campaign import DEST_SAVE, FLIP_SAVE
+
+AFTER_FLIP = "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1"
+SAMPLE = {FLIP_SAVE: False, AFTER_FLIP: True, DEST_SAVE: True}
+#: the subject's source host in each scenario (crossing's subject moves B -> A)
+SOURCE = {n: ("host-b" if n == "crossing" else "host-a") for n in scenario.available()}
+MOVING = sorted(n for n in scenario.available() if not scenario.load(n).same_host)
+
+
+@pytest.mark.parametrize("name", MOVING)
+def test_1944759_caught_exactly_in_the_race_window(name, tmp_path):
+    report = tmp_path / "report.json"
+    args = ["run", name, "--mutate", "1944759", "--target", "source", "--jobs", "2",
+            "--json", str(report)]
+    for point in SAMPLE:
+        args += ["--point", point]
+    proc = cli(*args)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    items = json.loads(report.read_text())["items"]
+    assert len(items) == len(SAMPLE) * len(scenario.load(name).endings)
+    for item in items:
+        point = item["id"].split("/")[1]
+        caught = item["verdict"] == "fail"
+        assert item["fired"], item["id"]
+        assert caught == SAMPLE[point], (item["id"], item["problems"][:6])
+        if caught:  # the source lost what the outgoing instance held
+            assert any(f"{SOURCE[name]} " in p for p in item["problems"]), item["problems"][:6]
