@@ -67,16 +67,22 @@ def _fresh_hub():
         select = _original("select")
     except ImportError:  # pragma: no cover
         return
+    parents = set()
     try:  # tpool's OS threads do not survive fork: run libvirt calls inline
         from eventlet import tpool
         tpool._nthreads = 0
+        if tpool._rsock is not None:
+            # the parent's pool signals results on this socket pair: a child
+            # polling it would steal the parent's wake-ups and hang it
+            parents.add(tpool._rsock.fileno())
     except ImportError:  # pragma: no cover
         pass
     hub = hubs.get_hub()
     if hasattr(hub, "poll") and hasattr(select, "epoll") and type(hub.poll).__name__ == "epoll":
         hub.poll = select.epoll()
         for fileno in set(hub.listeners[hub.READ]) | set(hub.listeners[hub.WRITE]):
-            hub.register(fileno, new=True)
+            if fileno not in parents:
+                hub.register(fileno, new=True)
 
 
 class Slots:

@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import pytest
 
-#: where the project's campaign tests live (for reproducer commands)
+#: where the project's campaign tests live (for reproducer commands), and what
+#: each of its tests sweeps: (scenario, window, mutation) -> (test, endings)
 CAMPAIGN_TESTS = "tests/test_campaign.py"
+CAMPAIGN_TEST_ITEMS = {
+    ("pinned-hugepages", "resize", None): ("test_clean_nova", None),
+    ("pinned-hugepages", "resize", "1944759"): ("test_mutation_1944759", ("revert",)),
+}
 
 
-def node_id(item) -> str:
-    test = f"test_mutation_{item.mutation}" if item.mutation else "test_clean_nova"
-    if item.window != "resize":
-        test += f"_{item.window}"
-    return f"{CAMPAIGN_TESTS}::{test}[{item.id}]"
+def node_id(item) -> str | None:
+    """The project's pytest node id running ``item``, if one does (else None)."""
+    test = CAMPAIGN_TEST_ITEMS.get((item.scenario, item.window, item.mutation))
+    if test is None or (test[1] is not None and item.ending not in test[1]):
+        return None
+    return f"{CAMPAIGN_TESTS}::{test[0]}[{item.id}]"
 
 
 def pytest_addoption(parser):
@@ -182,5 +188,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     chaos = getattr(item, "callspec", None) and item.callspec.params.get("chaos_item")
     if chaos is not None and report.when == "call" and report.failed:
-        text = f"reproduce: {chaos.replay_command()}\n        or: pytest '{node_id(chaos)}'"
+        text = f"reproduce: {chaos.replay_command()}"
+        if node_id(chaos):
+            text += f"\n        or: pytest '{node_id(chaos)}'"
         report.sections.append(("nova-chaos reproducer", text))

@@ -72,9 +72,9 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     point = "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1"
     report = tmp_path / "r.json"
     proc = cli("run", "pinned-hugepages", "--point", point, "--target", "source",
-               "--ending", "confirm", "--mutate", "1944759", "--json", str(report))
+               "--ending", "revert", "--mutate", "1944759", "--json", str(report))
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
-    item_id = f"pinned-hugepages/{point}/source/confirm/mutate=1944759"
+    item_id = f"pinned-hugepages/{point}/source/revert/mutate=1944759"
     assert f"reproduce: nova-chaos replay '{item_id}'" in proc.stdout
     assert f"or: pytest 'tests/test_campaign.py::test_mutation_1944759[{item_id}]'" in proc.stdout
     data = json.loads(report.read_text())
@@ -83,7 +83,7 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     assert replay.returncode == 1
     assert f">>  17. {point}" in replay.stdout
     assert "what the periodic changed on host-a's watch:" in replay.stdout
-    assert "CPUUnpinningInvalid" in replay.stdout
+    assert "host-a pinned pCPUs: expected 2, seen 0" in replay.stdout
 
 
 #: inside the resource tracker's critical section: the periodic must wait for the lock

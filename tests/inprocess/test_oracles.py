@@ -24,18 +24,19 @@ def findings(result, check, checkpoint="verify-resize"):
     return [f for cp, f in result.findings if f.check == check and cp == checkpoint]
 
 
-@pytest.mark.parametrize("ending", ["confirm", "revert"])
+@pytest.mark.parametrize("ending", ["confirm", "revert", "auto-confirm"])
 def test_clean_nova_passes_every_phase(nova, ending):
     result = runner.run(scenario.load(SCENARIO), ending)
     assert result.passed, result.report()
-    assert [cp.name for cp in result.checkpoints] == ["after-boot", "verify-resize", f"after-{ending}"]
+    assert [cp.name for cp in result.checkpoints] == [
+        "after-boot", "verify-resize", f"after-{ending}", "after-delete"]
 
 
 def test_threads_backend_passes():
     proc = cli("baseline", SCENARIO, "--backend", "threads")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert "(threads backend)" in proc.stderr
-    assert proc.stdout.count("PASS") == 2
+    assert proc.stdout.count("PASS") == 3
 
 
 def _rogue_domain(run):
@@ -54,6 +55,13 @@ def test_truth_check_catches_pages_leaked_on_the_host(nova):
     lines = [f.line() for f in findings(result, "truth")]
     assert "[truth] host-b cell 0 hugepages held on the host beyond the RT: expected {}, seen {2048: 32}" in lines
     assert any("host-b hugepages held by running domains" in ln for ln in lines)
+
+
+def test_delete_phase_is_checked_too(nova):
+    """After the delete everything must be back to zero, ground truth included."""
+    result = run_with(_rogue_domain, at="after-delete")
+    lines = [f.line() for f in findings(result, "truth", "after-delete")]
+    assert "[truth] host-b hugepages held by running domains: expected {}, seen {2048: 32}" in lines
 
 
 def _drop_pinned_cpu(run):
