@@ -41,7 +41,7 @@ def classify(finding) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    scenario: str
+    scenarios: tuple  # globs
     points: tuple
     targets: tuple
     endings: tuple
@@ -53,7 +53,7 @@ class Entry:
     bug: str
 
     def applies(self, item) -> bool:
-        return (fnmatch.fnmatchcase(item.scenario, self.scenario)
+        return (any(fnmatch.fnmatchcase(item.scenario, s) for s in self.scenarios)
                 and any(fnmatch.fnmatchcase(item.point, p) for p in self.points)
                 and item.target in self.targets and item.ending in self.endings
                 and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
@@ -91,7 +91,8 @@ def load(path: str = KNOWN_FILE) -> list:
             if set(x) != _EXPECT_KEYS:
                 raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)}")
             expect.append((x["checkpoint"], x["check"], x["where"]))
-        entries.append(Entry(e["scenario"], tuple(e["points"]), tuple(e["targets"]),
+        scenarios = e["scenario"] if isinstance(e["scenario"], list) else [e["scenario"]]
+        entries.append(Entry(tuple(scenarios), tuple(e["points"]), tuple(e["targets"]),
                              tuple(e["endings"]), e.get("mutation", "*"),
                              e.get("window", "resize"), tuple(expect),
                              e["class"], e["reason"], e.get("bug", "")))

@@ -157,10 +157,10 @@ class Run:
             server = cloud.boot(boot.server, boot.flavor, boot.host)
             self.placed[boot.server] = server["OS-EXT-SRV-ATTR:host"]
         self.checkpoint("after-boot", self.ledger("after-boot"))
+        if self.tracer is not None:  # only the subject's move opens the window
+            self.tracer.subject = cloud.servers[scen.subject.server]
         for move in scen.moves:
             self.where = f"{move.op} {move.server}"
-            if move is scen.subject and self.tracer is not None:
-                self.tracer.subject = cloud.servers[move.server]
             server = (cloud.resize(move.server, move.flavor) if move.op == "resize"
                       else cloud.migrate(move.server, move.host))
             self.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
