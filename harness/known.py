@@ -75,8 +75,11 @@ class Entry:
 def load(path: str = KNOWN_FILE) -> list:
     if not os.path.exists(path):
         return []
-    with open(path, "rb") as fh:
-        raw = tomllib.load(fh)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
     entries = []
     for i, e in enumerate(raw.get("finding", [])):
         where = f"{os.path.basename(path)}: finding[{i}]"

@@ -61,3 +61,19 @@ def test_bad_toml_names_the_file(tmp_path):
     path.write_text("name = [")
     with pytest.raises(InvalidScenario, match="broken.toml: not valid TOML"):
         scenario.load(str(path))
+
+
+def test_bad_known_findings_file_is_one_line(tmp_path):
+    from harness import known
+    path = tmp_path / "known.toml"
+    path.write_text('[[finding]]\nwhere = "a\\\'b"\n')
+    with pytest.raises(InvalidScenario, match="known.toml: not valid TOML") as exc:
+        known.load(str(path))
+    assert "\n" not in str(exc.value)
+
+
+def test_known_findings_cover_their_scenarios():
+    from harness import known
+    names = set(scenario.available())
+    for entry in known.load():
+        assert all(any(__import__("fnmatch").fnmatch(n, g) for n in names) for g in entry.scenarios)
