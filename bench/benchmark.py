@@ -115,8 +115,8 @@ def nova_chaos(*args) -> list:
     return [sys.executable, "-m", "harness", *args]
 
 
-def campaign(scenario, jobs, mode, points, report, memory=False) -> dict:
-    args = ["run", scenario, "--jobs", str(jobs), "--mode", mode, "--json", report]
+def campaign(scenario, jobs, mode, points, report, memory=False, extra=()) -> dict:
+    args = ["run", scenario, "--jobs", str(jobs), "--mode", mode, "--json", report, *extra]
     for p in points:
         args += ["--point", p]
     wall, _, mib = timed(nova_chaos(*args), sample_memory=memory)
@@ -237,8 +237,9 @@ def main(argv=None) -> int:
     overhead = m["traced"]["steps"] / pl["steps"] - 1
 
     # fresh environments vs the default (fork) mode, one job each
-    fresh = campaign(scen, 1, "fresh", SAMPLE_POINTS[:3] if not args.full else SAMPLE_POINTS,
-                     os.path.join(tmp, "fresh.json"))
+    fresh = campaign(scen, 1, "fresh", SAMPLE_POINTS if args.full else SAMPLE_POINTS[:3],
+                     os.path.join(tmp, "fresh.json"),
+                     extra=() if args.full else ("--target", "source", "--ending", "confirm"))
     fresh_item = statistics.mean(fresh["item_seconds"])
     fork1 = campaign(scen, 1, "fork", sample, os.path.join(tmp, "fork1.json"))
     fork_item = fork1["wall"] / fork1["items"]

@@ -152,6 +152,9 @@ def cmd_run(args) -> int:
             "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
                           for n, w, c, t, e in tables],
             "seconds": round(elapsed, 1)}
+    if mode == "fork":
+        from harness import forking
+        meta["fork_parents"] = forking.PARENTS
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
         print(f"JSON report: {os.path.abspath(args.json)}", file=OUT)

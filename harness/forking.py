@@ -85,6 +85,11 @@ def _fresh_hub():
                 hub.register(fileno, new=True)
 
 
+#: one line per sweep: did the uninjected parent stay clean and on its recorded
+#: trace while its children ran? (its own checks ran at every phase)
+PARENTS: list = []
+
+
 class Slots:
     """``jobs`` CPU slots shared by a process tree: one ``flock``-ed file each.
 
@@ -269,6 +274,10 @@ class ForkSweep:
             slots.release()
             shutil.rmtree(self.outdir, ignore_errors=True)
         self.parent_result = parent
+        trace = [p.id for p in run.tracer.points] if run.tracer else []
+        PARENTS.append({"scenario": self.scen.name, "window": self.window,
+                        "mutation": self.mutation, "passed": parent.passed,
+                        "trace_matches": trace == self.traces[run.ending]})
         for item in self.items.values():  # no result: say why
             if item.id not in self.records:
                 why = (self.brancher.dead.get((item.point, item.target, item.ending))

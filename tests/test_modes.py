@@ -21,7 +21,13 @@ def _run(tmp_path, name, *extra):
         args += ["--point", point]
     proc = cli(*args)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    items = json.loads(report.read_text())["items"]
+    data = json.loads(report.read_text())
+    items = data["items"]
+    assert data["meta"]["mode"] != "fork" or data["meta"]["fork_parents"]
+    for parent in data["meta"].get("fork_parents", []):
+        # the uninjected parent ran alongside its children: clean at every phase,
+        # on exactly the recorded trace
+        assert parent["passed"] and parent["trace_matches"], parent
     return {i["id"]: (i["verdict"], sorted((f["checkpoint"], f["check"], f["where"], f["expected"],
                                             f["seen"]) for f in i["findings"])) for i in items}
 
