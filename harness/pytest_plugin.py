@@ -1,7 +1,7 @@
 """pytest plugin: one test item per (scenario, point, target, ending).
 
 A test opts in with ``@pytest.mark.chaos(scenario=..., mutation=None,
-window="resize", endings=None)`` and
+window="resize", endings=None, targets=None)`` and
 the ``chaos_item`` / ``chaos_result`` fixtures; the plugin parametrizes it
 with every item of the scenario's campaign, ids being the item ids (so
 ``pytest -n auto`` collects identically on every worker: ids come from a
@@ -19,20 +19,23 @@ from __future__ import annotations
 import pytest
 
 #: where the project's campaign tests live (for reproducer commands), and what
-#: each of its tests sweeps: (scenario, window, mutation) -> (test, endings)
+#: each of its tests sweeps: (test, scenario, window, mutation, endings, targets)
 CAMPAIGN_TESTS = "tests/test_campaign.py"
-CAMPAIGN_TEST_ITEMS = {
-    ("pinned-hugepages", "resize", None): ("test_clean_nova", None),
-    ("pinned-hugepages", "resize", "1944759"): ("test_mutation_1944759", ("revert",)),
-}
+CAMPAIGN_TEST_ITEMS = (
+    ("test_clean_nova", "pinned-hugepages", "resize", None, ("confirm", "revert"), None),
+    ("test_clean_nova_auto_confirm", "pinned-hugepages", "resize", None, ("auto-confirm",),
+     ("both",)),
+    ("test_mutation_1944759", "pinned-hugepages", "resize", "1944759", ("revert",), None),
+)
 
 
 def node_id(item) -> str | None:
     """The project's pytest node id running ``item``, if one does (else None)."""
-    test = CAMPAIGN_TEST_ITEMS.get((item.scenario, item.window, item.mutation))
-    if test is None or (test[1] is not None and item.ending not in test[1]):
-        return None
-    return f"{CAMPAIGN_TESTS}::{test[0]}[{item.id}]"
+    for test, scen, window, mutation, endings, targets in CAMPAIGN_TEST_ITEMS:
+        if ((scen, window, mutation) == (item.scenario, item.window, item.mutation)
+                and item.ending in endings and (targets is None or item.target in targets)):
+            return f"{CAMPAIGN_TESTS}::{test}[{item.id}]"
+    return None
 
 
 def pytest_addoption(parser):
@@ -55,8 +58,8 @@ _SHARD_RESULTS: dict = {}  # item id -> executor.Record (filled when a shard run
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "chaos(scenario, mutation=None, window='resize', endings=None): parametrize "
-        "with the scenario's campaign items")
+        "markers", "chaos(scenario, mutation=None, window='resize', endings=None, targets=None): "
+        "parametrize with the scenario's campaign items")
     backend = config.getoption("--chaos-backend")
     if backend:
         from harness import nova_support
@@ -88,8 +91,8 @@ def pytest_generate_tests(metafunc):
     points = campaign.union(traces)
     opt = metafunc.config.getoption
     chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
-    targets = [t for t in opt("--chaos-target") or campaign.targets_for(scen)
-               if t in campaign.targets_for(scen)]
+    targets = [t for t in opt("--chaos-target") or marker.kwargs.get("targets")
+               or campaign.targets_for(scen) if t in campaign.targets_for(scen)]
     endings = [e for e in opt("--chaos-ending") or marker.kwargs.get("endings") or scen.endings
                if e in scen.endings]
     items = campaign.items(scen, traces, targets, endings, marker.kwargs.get("mutation"),

@@ -7,8 +7,7 @@ import xml.etree.ElementTree as ET
 
 from tests.conftest import ROOT, cli
 
-SAMPLE = [  # one point before the race window, one inside it, one after
-    "source:ComputeManager._resize_instance>Migration.save#1",
+SAMPLE = [  # one point inside the race window, one after it
     "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
     "dest:ComputeManager._finish_resize>Migration.save#1",
 ]
@@ -60,7 +59,7 @@ def _pytest_outcomes(tmp_path, workers):
     xml = tmp_path / f"n{workers}.xml"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", str(workers),
            "tests/test_campaign.py", f"--junitxml={xml}", "-W", "ignore"]
-    for point in SAMPLE[1:]:
+    for point in SAMPLE:
         cmd += ["--chaos-point", point]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
@@ -72,5 +71,6 @@ def _pytest_outcomes(tmp_path, workers):
 def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
     serial = _pytest_outcomes(tmp_path, 0)
     parallel = _pytest_outcomes(tmp_path, 2)
-    assert len(serial) == 2 * 9 + 2 * 3  # clean: 3 targets x 3 endings; mutated: revert
+    # clean: 3 targets x 2 endings, auto-confirm on both; mutated: 3 targets x revert
+    assert len(serial) == 2 * 6 + 2 + 2 * 3
     assert serial == parallel
