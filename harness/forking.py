@@ -139,9 +139,8 @@ class Brancher:
     """Fork children that queue for a shared CPU slot; reap them, now or later.
 
     :meth:`branch` returns the variant in the child (which carries on, holding
-    a slot) and ``None`` in the parent. ``wait=True`` waits for this batch
-    (slot given back meanwhile); otherwise the parent carries on and
-    :meth:`reap` collects exits later. ``dead`` says why a child failed.
+    a slot) and ``None`` in the parent, which carries on; :meth:`reap`
+    collects exits later. ``dead`` says why a child failed.
     """
 
     def __init__(self, slots, timeout: float, scratch: str, limit: int):
@@ -150,7 +149,7 @@ class Brancher:
         self.running: dict = {}  # pid -> (variant, forked at)
         self.dead: dict = {}     # variant -> why the child did not exit cleanly
 
-    def branch(self, variants, where, wait=False):
+    def branch(self, variants, where):
         try:
             for variant in variants:
                 while len(self.running) >= self.limit:
@@ -161,8 +160,6 @@ class Brancher:
                     self._in_child(fs, where)
                     return variant
                 self.running[pid] = (variant, time.monotonic())
-            if wait:
-                self.reap(block=True)
         except BaseException:  # interrupted: leave no orphan behind
             self.kill_all()
             raise
@@ -170,26 +167,24 @@ class Brancher:
 
     def reap(self, block=False):
         """Collect exited children; with ``block``, all of them (slot given back)."""
-        if not block:
+        if block:
+            self._wait(lambda: not self.running)
+        else:
             self._poll()
-            return
-        self.slots.release()
-        try:
-            while self.running:
-                self._poll()
-                if self.running:
-                    _time.sleep(0.003)
-        finally:
-            self.slots.acquire()
 
     def _wait_for_any(self):
         before = len(self.running)
+        self._wait(lambda: len(self.running) < before)
+
+    def _wait(self, done):
+        """Poll children until ``done()``, giving this process's slot back meanwhile."""
         self.slots.release()
         try:
-            while len(self.running) >= before:
+            while True:
                 self._poll()
-                if len(self.running) >= before:
-                    _time.sleep(0.003)
+                if done():
+                    return
+                _time.sleep(0.003)
         finally:
             self.slots.acquire()
 
