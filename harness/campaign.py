@@ -19,9 +19,9 @@ import fixtures
 
 from harness import injection, known, mutations, runner, scenario as scenario_mod
 from harness.errors import UnknownChoice, UsageError
+from harness.tracer import DEFAULT_WINDOW
 
 SEP = "/"
-DEFAULT_WINDOW = "resize"
 CACHE_DIR = os.environ.get("NOVA_CHAOS_CACHE", os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
@@ -178,6 +178,47 @@ def union(traces: dict) -> list:
 def targets_for(scen) -> tuple:
     """One host plays both roles in a same-host scenario: one target."""
     return ("source",) if scen.same_host else injection.TARGETS
+
+
+def choose(scen, targets=None, endings=None) -> tuple:
+    """The wanted targets and endings this scenario has (all of them when none is wanted).
+
+    A same-host scenario has one target, a scenario may list fewer endings:
+    a wish list spanning scenarios (``run all --target dest``) keeps each
+    scenario's own.
+    """
+    own_targets, own_endings = targets_for(scen), tuple(scen.endings)
+    return ([t for t in targets or own_targets if t in own_targets],
+            [e for e in endings or own_endings if e in own_endings])
+
+
+def same_points(outer: list, inner: list) -> dict:
+    """``{outer id: inner id}`` for the calls a narrower window's trace shares with a wider one.
+
+    Occurrence counters restart where each window opens, so the same call
+    can have two ids (``Flavor._load_projects#4`` in the lifecycle is ``#1``
+    in the card's window): the match is by position, the inner trace with
+    counters stripped found as one run inside the outer. ``{}`` if it is not there.
+    """
+    bare = [p.rsplit("#", 1)[0] for p in outer]
+    want = [p.rsplit("#", 1)[0] for p in inner]
+    for start in range(len(bare) - len(want) + 1):
+        if want and bare[start:start + len(want)] == want:
+            return dict(zip(outer[start:start + len(want)], inner))
+    return {}
+
+
+def without_shared(wider: list, wider_traces: dict, narrower: list, narrower_traces: dict) -> list:
+    """``wider``'s items minus those the same run has already under a narrower window.
+
+    The same call with the same target and ending is the same experiment
+    whatever the window is called (the lifecycle's core *is* the card's
+    window), so a run of both windows runs it once, under the narrower id.
+    """
+    have = {(i.point, i.target, i.ending, i.mutation) for i in narrower}
+    maps = {e: same_points(wider_traces[e], narrower_traces.get(e, [])) for e in wider_traces}
+    return [i for i in wider
+            if (maps[i.ending].get(i.point), i.target, i.ending, i.mutation) not in have]
 
 
 def items(scen, traces, targets=None, endings=None, mutation=None, points=None,

@@ -101,12 +101,10 @@ def _campaigns(args) -> list:
     out = []
     for name in names:
         scen = scenario.load(name)
-        targets = list(campaign.targets_for(scen))
-        endings = list(scen.endings)
         if args.scenario == "all":
-            targets = [t for t in args.target or targets if t in targets]
-            endings = [e for e in args.ending or endings if e in endings]
-        else:
+            targets, endings = campaign.choose(scen, args.target, args.ending)
+        else:  # one scenario: a target or ending it lacks is an error, not dropped
+            targets, endings = campaign.choose(scen)
             targets, endings = args.target or targets, args.ending or endings
         for window in dict.fromkeys(windows):
             campaign.validate(scen, {}, targets, endings, [], args.mutate, window)
@@ -126,15 +124,28 @@ def cmd_run(args) -> int:
     info = _load(args.backend)
     started = time.monotonic()
     items, traces_by, tables = [], {}, []
-    for scen, window, targets, endings in todo:
-        traces = campaign.discover(scen, window)
+    done = {}  # scenario -> [(items, traces)] of its windows so far, narrowest first
+    planned = [(scen, window, targets, endings, campaign.discover(scen, window))
+               for scen, window, targets, endings in todo]
+    rank = {scen.name: i for i, (scen, *_) in enumerate(todo)}
+    planned.sort(key=lambda p: (rank[p[0].name], len(campaign.union(p[4]))))
+    for scen, window, targets, endings, traces in planned:
         campaign.validate(scen, traces, targets, endings, args.point or [], args.mutate, window)
         points = campaign.union({e: traces[e] for e in endings})
         chosen = [p for p in points if p in args.point] if args.point else points
-        items += campaign.items(scen, traces, targets, endings, args.mutate, chosen, window)
+        mine = campaign.items(scen, traces, targets, endings, args.mutate, chosen, window)
+        shared = len(mine)
+        for narrower, narrower_traces in done.get(scen.name, []):
+            mine = campaign.without_shared(mine, traces, narrower, narrower_traces)
+        shared -= len(mine)
+        done.setdefault(scen.name, []).append((mine, traces))
+        items += mine
         traces_by[campaign.trace_key(scen.name, window)] = traces
-        tables.append((scen.name, window, chosen, targets, endings))
-        print(f"{scen.name}, window {window!r}: {len(points)} yield points", file=sys.stderr)
+        tables.append((scen.name, window, [p for p in chosen if any(i.point == p for i in mine)],
+                       targets, endings))
+        print(f"{scen.name}, window {window!r}: {len(points)} yield points, {len(mine)} items"
+              + (f" ({shared} more are the same calls as a narrower window's, run there)"
+                 if shared else ""), file=sys.stderr)
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     progress = report.Progress(len(items))
@@ -228,11 +239,12 @@ def cmd_baseline(args) -> int:
 
 def build_parser():
     from harness.nova_support import BACKENDS
+    from harness.tracer import DEFAULT_WINDOW
     p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     backend = dict(default=os.environ.get("NOVA_CHAOS_BACKEND", "eventlet"), choices=BACKENDS,
                    help="Nova concurrency backend (default: eventlet)")
-    window = dict(default="resize", help="which stretch of the resize to sweep: 'resize' "
+    window = dict(default=DEFAULT_WINDOW, help="which stretch of the resize to sweep: 'resize' "
                   "(the design card's: source resize_instance to destination finish_resize) "
                   "or 'lifecycle' (destination prep_resize to the end of the ending)")
     sub.add_parser("scenarios", help="list the scenarios").set_defaults(fn=cmd_scenarios)

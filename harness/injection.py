@@ -20,7 +20,7 @@ import dataclasses
 import fixtures
 
 from harness import checks, views
-from harness.tracer import Tracer
+from harness.tracer import DEFAULT_WINDOW, Tracer
 
 TARGETS = ("source", "dest", "both")
 _TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}
@@ -41,7 +41,8 @@ class Injector(fixtures.Fixture):
     With ``injection=None`` it only records (the discovery run).
     """
 
-    def __init__(self, run, injection: Injection | None = None, window: str = "resize"):
+    def __init__(self, run, injection: Injection | None = None,
+                 window: str = DEFAULT_WINDOW):
         super().__init__()
         self.run, self.injection = run, injection
         self.window = window

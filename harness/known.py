@@ -16,6 +16,7 @@ import tomllib
 
 from harness.errors import InvalidScenario
 from harness.scenario import SCENARIO_DIR
+from harness.tracer import DEFAULT_WINDOW
 
 KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
 CLASSES = ("hard", "transient")
@@ -97,7 +98,7 @@ def load(path: str = KNOWN_FILE) -> list:
         scenarios = e["scenario"] if isinstance(e["scenario"], list) else [e["scenario"]]
         entries.append(Entry(tuple(scenarios), tuple(e["points"]), tuple(e["targets"]),
                              tuple(e["endings"]), e.get("mutation", "*"),
-                             e.get("window", "resize"), tuple(expect),
+                             e.get("window", DEFAULT_WINDOW), tuple(expect),
                              e["class"], e["reason"], e.get("bug", "")))
     return entries
 

@@ -91,10 +91,8 @@ def pytest_generate_tests(metafunc):
     points = campaign.union(traces)
     opt = metafunc.config.getoption
     chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
-    targets = [t for t in opt("--chaos-target") or marker.kwargs.get("targets")
-               or campaign.targets_for(scen) if t in campaign.targets_for(scen)]
-    endings = [e for e in opt("--chaos-ending") or marker.kwargs.get("endings") or scen.endings
-               if e in scen.endings]
+    targets, endings = campaign.choose(scen, opt("--chaos-target") or marker.kwargs.get("targets"),
+                                       opt("--chaos-ending") or marker.kwargs.get("endings"))
     items = campaign.items(scen, traces, targets, endings, marker.kwargs.get("mutation"),
                            chosen, window)
     params = []

@@ -65,6 +65,8 @@ class Window:
     per_ending: bool = False
 
 
+#: the design card's window: what runs when no window is named
+DEFAULT_WINDOW = "resize"
 #: between these (source entry, destination return) both hosts hold their flavor
 CORE = (("resize_instance", "source"), ("finish_resize", "dest"))
 WINDOWS = {
@@ -85,7 +87,7 @@ class Tracer(fixtures.Fixture):
     a check adds no points of its own).
     """
 
-    def __init__(self, window: str = "resize", on_point=None):
+    def __init__(self, window: str = DEFAULT_WINDOW, on_point=None):
         super().__init__()
         self.window = WINDOWS[window]
         self.on_point = on_point

@@ -1,0 +1,43 @@
+"""The card's window is the lifecycle window's core: a run of both sweeps it once.
+
+The item-sharing rule (campaign.without_shared) is only sound if every
+ending's lifecycle trace holds the card's trace as one run of the same
+calls; the last test checks that on real Nova's recorded traces.
+"""
+from harness import campaign, nova_support, scenario
+from harness.campaign import Item
+
+OUTER = ["dest:prep>Flavor._load#1", "dest:prep>Instance.save#1",
+         "source:resize>Instance.save#1", "dest:finish>Flavor._load#2", "source:confirm>x#1"]
+INNER = ["source:resize>Instance.save#1", "dest:finish>Flavor._load#1"]
+
+
+def test_same_points_matches_by_position_not_by_counter():
+    assert campaign.same_points(OUTER, INNER) == {
+        "source:resize>Instance.save#1": "source:resize>Instance.save#1",
+        "dest:finish>Flavor._load#2": "dest:finish>Flavor._load#1"}
+
+
+def test_same_points_is_empty_when_the_inner_trace_is_not_one_run():
+    assert campaign.same_points(OUTER, ["dest:finish>Flavor._load#1", "source:resize>Instance.save#1"]) == {}
+    assert campaign.same_points(OUTER, []) == {}
+
+
+def test_without_shared_keeps_what_the_narrower_window_lacks():
+    wider = [Item("s", p, t, "revert", window="lifecycle") for p in OUTER for t in ("source", "dest")]
+    narrower = [Item("s", INNER[1], "dest", "revert")]
+    kept = campaign.without_shared(wider, {"revert": OUTER}, narrower, {"revert": INNER})
+    assert len(kept) == len(wider) - 1
+    assert Item("s", "dest:finish>Flavor._load#2", "dest", "revert", window="lifecycle") not in kept
+    mutated = [Item("s", INNER[1], "dest", "revert", mutation="1944759")]
+    assert len(campaign.without_shared(wider, {"revert": OUTER}, mutated, {"revert": INNER})) == len(wider)
+
+
+def test_every_lifecycle_trace_holds_the_cards_window_whole():
+    scen = scenario.load("pinned-hugepages")
+    backend = nova_support.current_backend()
+    card = campaign.points_without_nova(scen, backend, "resize")
+    lifecycle = campaign.points_without_nova(scen, backend, "lifecycle")
+    for ending in scen.endings:
+        shared = campaign.same_points(lifecycle[ending], card[ending])
+        assert sorted(shared.values()) == sorted(card[ending]), ending
