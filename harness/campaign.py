@@ -285,14 +285,50 @@ def judge(item: Item, run, inj, traces, entries, started) -> ItemResult:
                 f"nondeterministic trace: expected point {expected_trace[diverged]!r} "
                 f"at step {diverged + 1}, run reached "
                 f"{trace[diverged] if diverged < len(trace) else 'the end'!r}")
-    unknown, stale, known_pairs = known.judge(item, result.checkpoints,
-                                              known.load() if entries is None else entries)
-    problems += [f"{known.classify(f)} finding at {cp}: {f.line()}" for cp, f in unknown]
-    problems += [f"known finding no longer reproduces: {e.describe(i)}" for e, i in stale]
-    verdict = ("error" if result.error and not result.checkpoints else
-               "fail" if problems else "known" if known_pairs else "pass")
-    out = ItemResult(item, verdict, result.checkpoints, problems,
-                     [f"{e.klass}: {f.line()} ({e.reason})" for e, f in known_pairs],
+    verdict, problems, known_lines = _verdict(
+        item, result.checkpoints, problems, known.load() if entries is None else entries,
+        crashed=bool(result.error and not result.checkpoints))
+    out = ItemResult(item, verdict, result.checkpoints, problems, known_lines,
                      inj.fired_at, time.monotonic() - started, trace)
     out.changes = inj.changes
     return out
+
+
+_FROM_FINDINGS = ("hard finding at ", "transient finding at ", "known finding no longer reproduces")
+
+
+def _verdict(item, checkpoints, problems, entries, crashed) -> tuple:
+    """``(verdict, problems, known lines)``: the run's own problems plus what its findings say."""
+    unknown, stale, known_pairs = known.judge(item, checkpoints, entries)
+    problems = problems + [f"{known.classify(f)} finding at {cp}: {f.line()}" for cp, f in unknown]
+    problems += [f"known finding no longer reproduces: {e.describe(i)}" for e, i in stale]
+    verdict = ("error" if crashed else
+               "fail" if problems else "known" if known_pairs else "pass")
+    return verdict, problems, [f"{e.klass}: {f.line()} ({e.reason})" for e, f in known_pairs]
+
+
+class _Shown(str):
+    """A value as a report printed it (its repr), standing in for the value."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def rejudge(record: dict, entries) -> dict:
+    """A stored item result (report JSON) judged again against ``entries``.
+
+    Known findings are reviewed after long campaigns; the findings in a
+    report are all that judging needs, so nothing is run again. Problems that
+    did not come from findings (errors, a missed point, a diverged trace) stay.
+    """
+    from harness.checks import Finding
+    from harness.runner import Checkpoint
+    checkpoints = {}
+    for f in record.get("findings", []):
+        checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(
+            Finding(f["check"], f["where"], _Shown(f["expected"]), _Shown(f["seen"])))
+    own = [p for p in record["problems"] if not p.startswith(_FROM_FINDINGS)]
+    verdict, problems, known_lines = _verdict(
+        Item.parse(record["id"]), list(checkpoints.values()), own, entries,
+        crashed=record["verdict"] == "error")
+    return dict(record, verdict=verdict, problems=problems, known=known_lines)

@@ -214,6 +214,39 @@ def cmd_replay(args) -> int:
     return EXIT_OK if result.verdict in ("pass", "known") else EXIT_FINDINGS
 
 
+def cmd_rejudge(args) -> int:
+    """Judge a stored report again against today's known-findings file; nothing is rerun."""
+    import collections
+    import json
+
+    from harness import campaign, known, report
+    if args.known and not os.path.isfile(args.known):
+        raise UsageError(f"known-findings file {args.known} does not exist")
+    entries = known.load(args.known) if args.known else known.load()
+    try:
+        with open(args.report) as fh:
+            data = json.load(fh)
+        records = data["items"]
+        after = [campaign.rejudge(r, entries) for r in records]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as exc:
+        raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
+    before = collections.Counter(r["verdict"] for r in records)
+    now = collections.Counter(r["verdict"] for r in after)
+    for r in after:
+        if r["verdict"] in ("fail", "error"):
+            print(f"FAILED {r['id']}", file=OUT)
+            print("\n".join(f"  {p}" for p in r["problems"][:6]), file=OUT)
+            print(f"  reproduce: {r.get('replay') or campaign.Item.parse(r['id']).replay_command()}",
+                  file=OUT)
+    verdicts = ("pass", "known", "fail", "error")
+    print(f"{len(after)} items of {args.report}: "
+          + ", ".join(f"{v} {before[v]} -> {now[v]}" for v in verdicts), file=OUT)
+    if args.json:
+        meta = dict(data.get("meta", {}), rejudged=os.path.abspath(args.known or known.KNOWN_FILE))
+        report.atomic_write(args.json, json.dumps({"meta": meta, "items": after}, indent=2))
+    return EXIT_FINDINGS if now["fail"] or now["error"] else EXIT_OK
+
+
 def cmd_baseline(args) -> int:
     """The uninjected scenario, every check at every phase, its points recorded."""
     import resource
@@ -276,6 +309,12 @@ def build_parser():
     sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME], as printed")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=cmd_replay)
+    sp = sub.add_parser("rejudge", help="judge a JSON report again against the known-findings "
+                        "file (after reviewing findings); runs nothing")
+    sp.add_argument("report", help="a report written by 'run --json'")
+    sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
+    sp.add_argument("--json", help="write the re-judged report here")
+    sp.set_defaults(fn=cmd_rejudge)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
     sp.add_argument("scenario")
     sp.add_argument("--ending", action="append")

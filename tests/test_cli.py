@@ -30,6 +30,7 @@ def assert_one_line_error(proc, *fragments):
     (["run", "same-host", "--target", "dest"], ["unknown target for same-host 'dest'", "source"]),
     (["run", "all", "--point", "x#1"], ["--point needs one scenario and one window"]),
     (["replay", "pinned-hugepages/p#1/source/confirm/window=sideways"], ["unknown window"]),
+    (["rejudge", "r.json", "--known", "/no/known.toml"], ["known-findings file /no/known.toml does not exist"]),
 ])
 def test_bad_input_before_nova_loads(args, fragments):
     assert_one_line_error(cli(*args), *fragments)
@@ -104,3 +105,63 @@ def test_lifecycle_point_inside_the_rt_lock_is_deferred_and_reported(tmp_path):
     import xml.etree.ElementTree as ET
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     assert len(cases) == 2 and not any(len(c) for c in cases)  # no failure elements
+
+
+def _report(tmp_path, findings, problems, verdict="fail"):
+    item = "pinned-hugepages/dest:f>Instance.save#1/both/revert/window=lifecycle"
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"meta": {"scenario": "pinned-hugepages"}, "items": [{
+        "id": item, "verdict": verdict, "seconds": 1.0, "fired": ["host-b (now)"],
+        "problems": problems, "known": [], "findings": findings,
+        "replay": f"nova-chaos replay '{item}'"}]}))
+    return path
+
+
+KNOWN = """
+[[finding]]
+scenario = "pinned-hugepages"
+window = "lifecycle"
+points = ["dest:f>*"]
+targets = ["both"]
+endings = ["revert"]
+expect = [{ checkpoint = "after-revert", check = "rt", where = "host-a pinned pCPUs" }]
+class = "hard"
+reason = "reviewed"
+"""
+
+
+def test_rejudge_applies_a_new_known_entry_without_running_anything(tmp_path):
+    finding = {"checkpoint": "after-revert", "check": "rt", "where": "host-a pinned pCPUs",
+               "expected": "2", "seen": "0", "class": "hard"}
+    report = _report(tmp_path, [finding], [
+        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0",
+        "nondeterministic trace: expected point 'x' at step 3, run reached 'y'"])
+    known_file = tmp_path / "known.toml"
+    known_file.write_text(KNOWN)
+    out = tmp_path / "again.json"
+    proc = cli("rejudge", str(report), "--known", str(known_file), "--json", str(out))
+    # the finding is now known; the trace problem did not come from a finding and stays
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "fail 1 -> 1" in proc.stdout
+    item = json.loads(out.read_text())["items"][0]
+    assert item["problems"] == ["nondeterministic trace: expected point 'x' at step 3, run reached 'y'"]
+    assert item["known"] and "reviewed" in item["known"][0]
+    clean = _report(tmp_path, [finding], [
+        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0"])
+    proc = cli("rejudge", str(clean), "--known", str(known_file))
+    assert proc.returncode == 0 and "known 0 -> 1" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_rejudge_reports_an_entry_that_no_longer_reproduces(tmp_path):
+    known_file = tmp_path / "known.toml"
+    known_file.write_text(KNOWN)
+    proc = cli("rejudge", str(_report(tmp_path, [], [], verdict="pass")), "--known", str(known_file))
+    assert proc.returncode == 1
+    assert "known finding no longer reproduces: hard [rt] host-a pinned pCPUs" in proc.stdout
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"items": [{"id": 3}]}'])
+def test_rejudge_of_something_else_is_one_line(tmp_path, text):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    assert_one_line_error(cli("rejudge", str(bad)), "bad.json: not a nova-chaos JSON report")
