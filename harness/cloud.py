@@ -180,20 +180,38 @@ class Cloud(fixtures.Fixture):
         return self.env.stdlog.logger.output
 
     # -- operations ----------------------------------------------------------
-    def wait_for(self, name: str, statuses, what: str) -> dict:
-        """Poll the server until its status is in ``statuses`` (bounded)."""
+    def _poll(self, ready, stuck):
+        """Call ``ready()`` until it returns something true, and return that; bounded.
+
+        Past ``self.timeout`` the wait is a reported failure: ``stuck()`` says where.
+        """
         deadline = time.monotonic() + self.timeout
         while True:
-            server = self.server(name)
-            if server["status"] in statuses and not server.get("OS-EXT-STS:task_state"):
-                return server
-            if server["status"] == "ERROR" or time.monotonic() > deadline:
-                raise ScenarioFailed(
-                    f"{what}: server {name} is {server['status']} "
+            value = ready()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise ScenarioFailed(stuck())
+            time.sleep(0.05)
+
+    def wait_for(self, name: str, statuses, what: str) -> dict:
+        """Poll the server until its status is in ``statuses`` (an ERROR ends the wait)."""
+        seen = {}
+
+        def stuck():
+            server = seen["server"]
+            return (f"{what}: server {name} is {server['status']} "
                     f"(task_state {server.get('OS-EXT-STS:task_state')}), expected "
                     f"{'/'.join(statuses)}" + (f"; fault: {server['fault']['message']}"
                                                if server.get("fault") else ""))
-            time.sleep(0.05)
+
+        def ready():
+            server = seen["server"] = self.server(name)
+            if server["status"] == "ERROR":
+                raise ScenarioFailed(stuck())
+            return server["status"] in statuses and not server.get("OS-EXT-STS:task_state") and server
+
+        return self._poll(ready, stuck)
 
     def boot(self, name: str, flavor: str, host: str | None) -> dict:
         try:
@@ -252,11 +270,8 @@ class Cloud(fixtures.Fixture):
             self.env.api.delete_server(self.servers[name])
         except client.OpenStackApiException as exc:
             raise ScenarioFailed(f"delete {name}: API refused: {str(exc)[:200]}") from None
-        deadline = time.monotonic() + self.timeout
-        while not self.gone(name):
-            if time.monotonic() > deadline:
-                raise ScenarioFailed(f"delete {name}: still there after {self.timeout:.0f}s")
-            time.sleep(0.05)
+        self._poll(lambda: self.gone(name),
+                   lambda: f"delete {name}: still there after {self.timeout:.0f}s")
 
     def gone(self, name: str) -> bool:
         """Whether the API has forgotten the server (404)."""
