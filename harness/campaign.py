@@ -227,8 +227,9 @@ def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
     endings = endings or scen.endings
     targets = targets or targets_for(scen)
     chosen = points or union(traces)
+    reached = {e: set(traces[e]) for e in endings}
     return [Item(scen.name, p, t, e, mutation, window) for p in chosen for t in targets
-            for e in endings if p in traces[e]]
+            for e in endings if p in reached[e]]
 
 
 def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW):
