@@ -328,8 +328,10 @@ def rejudge(record: dict, entries) -> dict:
     for f in record.get("findings", []):
         checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(
             Finding(f["check"], f["where"], _Shown(f["expected"]), _Shown(f["seen"])))
+    if record["verdict"] == "error":  # nothing was judged: it stays as it was
+        return record
     own = [p for p in record["problems"] if not p.startswith(_FROM_FINDINGS)]
     verdict, problems, known_lines = _verdict(
         Item.parse(record["id"]), list(checkpoints.values()), own, entries,
-        crashed=record["verdict"] == "error")
+        crashed=False)
     return dict(record, verdict=verdict, problems=problems, known=known_lines)

@@ -118,6 +118,9 @@ def cmd_run(args) -> int:
         jobs = executor.jobs_value(args.jobs)
     except ValueError:
         raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
+    timeout = executor.ITEM_TIMEOUT if args.timeout is None else args.timeout
+    if not timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     todo = _campaigns(args)
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
@@ -149,7 +152,8 @@ def cmd_run(args) -> int:
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     progress = report.Progress(len(items))
-    results = executor.run_items(items, traces_by, jobs, args.backend, progress.update, mode)
+    results = executor.run_items(items, traces_by, jobs, args.backend, progress.update, mode,
+                                 timeout)
     elapsed = time.monotonic() - started
     for name, window, chosen, targets, endings in tables:
         mine = [r for r in results if r.item.scenario == name and r.item.window == window]
@@ -226,7 +230,7 @@ def cmd_rejudge(args) -> int:
     try:
         with open(args.report) as fh:
             data = json.load(fh)
-        records = data["items"]
+        records, meta = data["items"], dict(data.get("meta", {}))
         after = [campaign.rejudge(r, entries) for r in records]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as exc:
         raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
@@ -242,7 +246,7 @@ def cmd_rejudge(args) -> int:
     print(f"{len(after)} items of {args.report}: "
           + ", ".join(f"{v} {before[v]} -> {now[v]}" for v in verdicts), file=OUT)
     if args.json:
-        meta = dict(data.get("meta", {}), rejudged=os.path.abspath(args.known or known.KNOWN_FILE))
+        meta["rejudged"] = os.path.abspath(args.known or known.KNOWN_FILE)
         report.atomic_write(args.json, json.dumps({"meta": meta, "items": after}, indent=2))
     return EXIT_FINDINGS if now["fail"] or now["error"] else EXIT_OK
 
@@ -268,6 +272,13 @@ def cmd_baseline(args) -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MiB", file=OUT)
     return worst
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
 
 
 def build_parser():
@@ -301,6 +312,8 @@ def build_parser():
                     help="items at a time (forked children or worker processes), or 'auto'")
     sp.add_argument("--mode", choices=("fork", "fresh"),
                     help="fork: reuse the prefix (default on eventlet); fresh: new cloud per item")
+    sp.add_argument("--timeout", type=_seconds,
+                    help="seconds one item may take before it fails as stuck (default 120)")
     sp.add_argument("--json", help="write a JSON report here")
     sp.add_argument("--junit", help="write a JUnit XML report here")
     sp.add_argument("--backend", **backend)

@@ -48,6 +48,10 @@ class Record:
         return self.data.get("fired", [])
 
 
+#: seconds one item may take before it is a reported failure (``run --timeout``)
+ITEM_TIMEOUT = 120.0
+
+
 def jobs_value(text: str) -> int:
     if text == "auto":
         return max(1, os.cpu_count() or 1)
@@ -57,12 +61,13 @@ def jobs_value(text: str) -> int:
     return n
 
 
-def run_local(items, traces, on_result):
+def run_local(items, traces, on_result, timeout=ITEM_TIMEOUT):
     """``traces``: ``{trace_key: {ending: [point ids]}}`` from discovery."""
     out = []
     for item in items:
         record = Record.from_json(
-            run_item(item, traces.get(trace_key(item.scenario, item.window))).to_json())
+            run_item(item, traces.get(trace_key(item.scenario, item.window)),
+                     timeout=timeout).to_json())
         on_result(record)
         out.append(record)
     return out
@@ -76,7 +81,7 @@ def default_mode() -> str:
     return "fork" if forking.fork_supported() else "fresh"
 
 
-def run_items(items, traces, jobs, backend, on_result, mode=None):
+def run_items(items, traces, jobs, backend, on_result, mode=None, timeout=ITEM_TIMEOUT):
     """Run ``items`` in ``mode``: ``fork`` (prefix reuse, eventlet) or ``fresh``.
 
     ``fork`` runs each scenario's prefix once here and forks up to ``jobs``
@@ -91,14 +96,15 @@ def run_items(items, traces, jobs, backend, on_result, mode=None):
             raise UsageError("--mode fork needs the eventlet backend (threads do not survive "
                              "fork); use --mode fresh")
         return forking.sweep(items, lambda scen, window: traces[trace_key(scen.name, window)],
-                             jobs, on_result)
-    return run_parallel(items, traces, jobs, backend, on_result)
+                             jobs, on_result, timeout)
+    return run_parallel(items, traces, jobs, backend, on_result, timeout)
 
 
-def run_parallel(items, traces, jobs, backend, on_result, timeout_per_item=240.0):
+def run_parallel(items, traces, jobs, backend, on_result, timeout=ITEM_TIMEOUT):
     """Run ``items`` (fresh environments) over ``jobs`` workers, calling ``on_result``."""
     if jobs <= 1 or len(items) <= 1:
-        return run_local(items, traces, on_result)
+        return run_local(items, traces, on_result, timeout)
+    timeout_per_item = 2 * timeout  # a fresh environment's setup comes on top
     shares = [items[i::jobs] for i in range(jobs)]
     results, lock = {}, threading.Lock()
     procs = []
@@ -111,7 +117,8 @@ def run_parallel(items, traces, jobs, backend, on_result, timeout_per_item=240.0
             [sys.executable, "-m", "harness.worker", "--backend", backend],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, env=env)
-        proc.stdin.write(json.dumps({"items": [i.id for i in share], "traces": traces}))
+        proc.stdin.write(json.dumps({"items": [i.id for i in share], "traces": traces,
+                                     "timeout": timeout}))
         proc.stdin.close()
         procs.append((proc, share))
 

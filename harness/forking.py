@@ -122,6 +122,8 @@ class Slots:
             _time.sleep(0.005)
 
     def release(self):
+        if self.fd is None:  # a timeout struck while acquiring: nothing is held
+            return
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = None
@@ -149,7 +151,8 @@ class Brancher:
         self.running: dict = {}  # pid -> (variant, forked at)
         self.dead: dict = {}     # variant -> why the child did not exit cleanly
 
-    def branch(self, variants, where):
+    def branch(self, variants, where, lives=None):
+        """``lives``: variant -> seconds it may live, for a child that is itself a parent."""
         try:
             for variant in variants:
                 while len(self.running) >= self.limit:
@@ -157,9 +160,11 @@ class Brancher:
                 fs = _copy_instances_path(self.scratch)
                 pid = os.fork()
                 if pid == 0:
-                    self._in_child(fs, where)
+                    self._in_child(fs, where, (lives or {}).get(variant, self.timeout))
                     return variant
-                self.running[pid] = (variant, time.monotonic())
+                # it waits for a slot before its own bound starts: allow for the queue
+                queued = (lives or {}).get(variant, self.timeout) + self.timeout * (1 + self.limit) + 30
+                self.running[pid] = (variant, time.monotonic() + queued)
         except BaseException:  # interrupted: leave no orphan behind
             self.kill_all()
             raise
@@ -189,19 +194,17 @@ class Brancher:
             self.slots.acquire()
 
     def _poll(self):
-        # a child waits for a slot before its own deadline starts: allow for the queue
-        deadline = self.timeout * (2 + self.limit) + 30
-        for pid, (variant, forked) in list(self.running.items()):
+        for pid, (variant, deadline) in list(self.running.items()):
             done, status = _os.waitpid(pid, os.WNOHANG)
             if done:
                 del self.running[pid]
                 if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
                     self.dead[variant] = f"child exited with status {status:#x}"
-            elif time.monotonic() - forked > deadline:
+            elif time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 _os.waitpid(pid, 0)
                 del self.running[pid]
-                self.dead[variant] = f"killed after {deadline:.0f}s"
+                self.dead[variant] = "killed: past its bound (its own watchdog did not end it)"
 
     def kill_all(self):
         for pid in self.running:
@@ -209,7 +212,7 @@ class Brancher:
             _os.waitpid(pid, 0)
         self.running.clear()
 
-    def _in_child(self, fs, where):
+    def _in_child(self, fs, where, life):
         from nova import conf
         self.running = {}  # the siblings are not this child's to reap
         _fresh_hub()
@@ -217,10 +220,15 @@ class Brancher:
         self.slots.forget()
         self.slots.acquire()
 
+        self.rearm(life, where)
+
+    @staticmethod
+    def rearm(seconds: float, where):
+        """Bound this process's remaining life (a forked child has no alarm of its own)."""
         def watchdog(*_):
-            raise RunTimeout(f"forked child stuck for {self.timeout:.0f}s at {where()}")
+            raise RunTimeout(f"forked process stuck for {seconds:.0f}s at {where()}")
         signal.signal(signal.SIGALRM, watchdog)
-        signal.alarm(int(self.timeout))
+        signal.alarm(max(1, int(seconds)))
 
 
 class ForkSweep:
@@ -234,6 +242,11 @@ class ForkSweep:
         self.outdir = None
         self.on_result = None
         self.reached: set = set()   # points the parent branched at before VERIFY_RESIZE
+
+    def parent_bound(self, n_items: int) -> float:
+        """How long a process that forks ``n_items`` items may live: each may take a
+        slot for ``timeout``, ``jobs`` at a time, plus its own steps."""
+        return self.timeout * (2 + -(-n_items // self.jobs))
 
     def _path(self, item) -> str:
         return os.path.join(self.outdir, hashlib.sha1(item.id.encode()).hexdigest() + ".json")
@@ -249,7 +262,7 @@ class ForkSweep:
         self.records: dict = {}
         sweep = self
         run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
-                         timeout=self.timeout * 20)
+                         timeout=self.parent_bound(len(self.items)))
 
         class Instrument(fixtures.Fixture):
             def _setUp(self):
@@ -332,8 +345,11 @@ class _BranchingInjector(injection.Injector):
         targets = sorted({i.target for i in self.sweep.items_at(point.id, self.ending_parent)})
         if not targets:
             return
-        variants = [(point.id, t) for t in targets]
-        chosen = self.sweep.brancher.branch(variants, lambda: self.run.where)
+        # a target-child runs one item and forks the point's other endings
+        lives = {(point.id, t): self.sweep.parent_bound(
+            sum(i.target == t for i in self.sweep.items_at(point.id, self.ending_parent)))
+            for t in targets}
+        chosen = self.sweep.brancher.branch(list(lives), lambda: self.run.where, lives)
         if chosen is None:                      # the parent: carry on to the next point
             return
         target = chosen[1]
@@ -349,7 +365,10 @@ class _BranchingInjector(injection.Injector):
         self.past_verify = True
         later = self.sweep.in_endings()
         endings = [e for e in self.sweep.scen.endings if any(i.ending == e for i in later)]
-        chosen = self.sweep.brancher.branch([("ending", e) for e in endings], lambda: run.where)
+        # an ending-parent lives until its whole ending is swept, not one item's time
+        lives = {("ending", e): self.sweep.parent_bound(sum(i.ending == e for i in later))
+                 for e in endings}
+        chosen = self.sweep.brancher.branch(list(lives), lambda: run.where, lives)
         if chosen is None:                      # the parent: its own tail is uninjected
             return
         self.ending_parent = run.ending = chosen[1]
@@ -388,7 +407,7 @@ def fork_supported() -> bool:
     return nova_support.current_backend() == "eventlet" and hasattr(os, "fork")
 
 
-def sweep(items, traces_of, jobs, on_result, timeout=120.0) -> list:
+def sweep(items, traces_of, jobs, on_result, timeout) -> list:
     """Run ``items`` (any mix of scenarios/mutations/windows) by fork, one prefix per group.
 
     ``traces_of(scenario, window)`` gives that scenario's discovered traces.

@@ -79,8 +79,10 @@ def load(path: str = KNOWN_FILE) -> list:
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidScenario(f"{path}: cannot read it: {exc.strerror}") from None
     entries = []
     for i, e in enumerate(raw.get("finding", [])):
         where = f"{os.path.basename(path)}: finding[{i}]"

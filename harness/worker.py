@@ -24,18 +24,19 @@ def main() -> int:
     from harness.cli import claim_stdout, quiet
     quiet()
     from harness.campaign import Item
-    from harness.executor import run_items
+    from harness.executor import ITEM_TIMEOUT, run_items
     out = claim_stdout()
 
     def emit(record):
         out.write(json.dumps(record.to_json()) + "\n")
         out.flush()
     items = [Item.parse(text) for text in job["items"]]
+    timeout = job.get("timeout", ITEM_TIMEOUT)
     if args.mode == "fresh":  # one at a time in this process
         from harness.executor import run_local
-        run_local(items, job["traces"], emit)
+        run_local(items, job["traces"], emit, timeout)
     else:
-        run_items(items, job["traces"], args.jobs, args.backend, emit, "fork")
+        run_items(items, job["traces"], args.jobs, args.backend, emit, "fork", timeout)
     return 0
 
 

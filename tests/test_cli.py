@@ -30,6 +30,8 @@ def assert_one_line_error(proc, *fragments):
     (["run", "same-host", "--target", "dest"], ["unknown target for same-host 'dest'", "source"]),
     (["run", "all", "--point", "x#1"], ["--point needs one scenario and one window"]),
     (["replay", "pinned-hugepages/p#1/source/confirm/window=sideways"], ["unknown window"]),
+    (["run", "pinned-hugepages", "--timeout", "0"], ["--timeout must be a positive number"]),
+    (["run", "pinned-hugepages", "--timeout", "soon"], ["not a number of seconds: 'soon'"]),
     (["rejudge", "r.json", "--known", "/no/known.toml"], ["known-findings file /no/known.toml does not exist"]),
 ])
 def test_bad_input_before_nova_loads(args, fragments):

@@ -74,3 +74,36 @@ def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
     # clean: 3 targets x 2 endings, auto-confirm on both; mutated: 3 targets x revert
     assert len(serial) == 2 * 6 + 2 + 2 * 3
     assert serial == parallel
+
+
+#: points of the revert ending (swept by an ending-parent forked at VERIFY_RESIZE)
+IN_REVERT = [
+    "source:SchedulerReportClient.get_allocs_for_consumer>placement.GET#1",
+    "source:SchedulerReportClient.get_allocs_for_consumer>placement.GET#2",
+    "source:SchedulerReportClient.get_allocs_for_consumer>placement.GET#3",
+    "source:SchedulerReportClient.move_allocations>placement.POST#1",
+    "source:ComputeManager._finish_revert_resize>network.setup_networks_on_host#1",
+    "source:ComputeManager._finish_revert_resize>network.migrate_instance_finish#1",
+    "source:ComputeManager._finish_revert_resize>network.get_instance_nw_info#1",
+    "source:ShareManager.get_share_info>ShareMappingList.get_by_instance_uuid#1",
+    "source:ComputeManager._finish_revert_resize>driver.finish_revert_migration#1",
+    "source:LibvirtDriver._wait_for_running>driver.get_info#1",
+    "source:ComputeManager._finish_revert_resize>Instance.drop_migration_context#1",
+    "source:ComputeManager._finish_revert_resize>Instance.save#2",
+]
+
+
+def test_a_parent_outlives_the_item_bound_its_children_keep(tmp_path):
+    """An ending-parent forks every item of its ending one after another: its own
+    life is bounded by that work, not by one item's --timeout (which once killed it)."""
+    report = tmp_path / "r.json"
+    args = ["run", "pinned-hugepages", "--window", "lifecycle", "--ending", "revert",
+            "--target", "source", "--jobs", "1", "--timeout", "15", "--json", str(report)]
+    for point in IN_REVERT:
+        args += ["--point", point]
+    proc = cli(*args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert [i["verdict"] for i in data["items"]] == ["pass"] * len(IN_REVERT)
+    # the sweep took longer than one item may: the ending-parent outlived --timeout
+    assert data["meta"]["seconds"] > 15

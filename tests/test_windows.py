@@ -4,7 +4,9 @@ The item-sharing rule (campaign.without_shared) is only sound if every
 ending's lifecycle trace holds the card's trace as one run of the same
 calls; the last test checks that on real Nova's recorded traces.
 """
-from harness import campaign, nova_support, scenario
+import fnmatch
+
+from harness import campaign, known, nova_support, scenario
 from harness.campaign import Item
 
 OUTER = ["dest:prep>Flavor._load#1", "dest:prep>Instance.save#1",
@@ -41,3 +43,10 @@ def test_every_lifecycle_trace_holds_the_cards_window_whole():
     for ending in scen.endings:
         shared = campaign.same_points(lifecycle[ending], card[ending])
         assert sorted(shared.values()) == sorted(card[ending]), ending
+    # a known entry for every window names each call by one id: it must be the same in both
+    for entry in known.load():
+        if entry.window == "*" and any(fnmatch.fnmatchcase(scen.name, s) for s in entry.scenarios):
+            for ending in entry.endings:
+                shared = campaign.same_points(lifecycle[ending], card[ending])
+                for point in entry.points:
+                    assert shared.get(point) == point, (point, ending)
