@@ -236,12 +236,9 @@ def cmd_rejudge(args) -> int:
         raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
     before = collections.Counter(r["verdict"] for r in records)
     now = collections.Counter(r["verdict"] for r in after)
-    for r in after:
-        if r["verdict"] in ("fail", "error"):
-            print(f"FAILED {r['id']}", file=OUT)
-            print("\n".join(f"  {p}" for p in r["problems"][:6]), file=OUT)
-            print(f"  reproduce: {r.get('replay') or campaign.Item.parse(r['id']).replay_command()}",
-                  file=OUT)
+    grouped = report.failure_groups(after, meta.get("campaigns", []))
+    if grouped:
+        print(grouped, file=OUT)
     verdicts = ("pass", "known", "fail", "error")
     print(f"{len(after)} items of {args.report}: "
           + ", ".join(f"{v} {before[v]} -> {now[v]}" for v in verdicts), file=OUT)

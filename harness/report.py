@@ -80,6 +80,40 @@ def failure_text(result, pytest_id: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def failure_groups(records: list, campaigns: list) -> str:
+    """Failing items of a JSON report, grouped by what they found.
+
+    A long campaign fails hundreds of items for one cause at consecutive
+    points; a reviewer wants the cause once, with the point range, the
+    targets and endings it spans, and one replay command.
+    """
+    order = {(c["scenario"], c["window"], p): i
+             for c in campaigns for i, p in enumerate(c["points"], 1)}
+    groups: dict = {}
+    for r in records:
+        if r["verdict"] not in ("fail", "error"):
+            continue
+        scen, point, target, ending = r["id"].split("/")[:4]
+        window = next((part.split("=", 1)[1] for part in r["id"].split("/")[4:]
+                       if part.startswith("window=")), "resize")
+        found = tuple(sorted({(f["class"], f["checkpoint"].split("@")[0], f["check"], f["where"])
+                              for f in r.get("findings", [])}))
+        other = tuple(sorted({p.split(":")[0] for p in r["problems"] if " finding at " not in p}))
+        groups.setdefault((scen, window, found, other), []).append(
+            (order.get((scen, window, point), 0), target, ending, r["id"]))
+    lines = []
+    for (scen, window, found, other), members in sorted(groups.items(),
+                                                         key=lambda kv: (kv[0][:2], kv[1][0])):
+        at = sorted({m[0] for m in members})
+        lines.append(f"{len(members)} items of {scen}, window {window}: points {at[0]}..{at[-1]} "
+                     f"({len(at)} points); targets {', '.join(sorted({m[1] for m in members}))}; "
+                     f"endings {', '.join(sorted({m[2] for m in members}))}")
+        lines += [f"    {klass:9} at {cp}: [{check}] {where}" for klass, cp, check, where in found]
+        lines += [f"    {problem}" for problem in other]
+        lines.append(f"    e.g. nova-chaos replay '{members[0][3]}'")
+    return "\n".join(lines)
+
+
 def to_json(results, meta: dict) -> str:
     return json.dumps({"meta": meta, "items": [r.to_json() for r in results]}, indent=2)
 

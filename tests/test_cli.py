@@ -145,6 +145,9 @@ def test_rejudge_applies_a_new_known_entry_without_running_anything(tmp_path):
     # the finding is now known; the trace problem did not come from a finding and stays
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fail 1 -> 1" in proc.stdout
+    # failures are shown grouped by what they found, with one replay command per group
+    assert "1 items of pinned-hugepages, window lifecycle: points 0..0" in proc.stdout
+    assert "    nondeterministic trace" in proc.stdout and "e.g. nova-chaos replay 'pinned" in proc.stdout
     item = json.loads(out.read_text())["items"][0]
     assert item["problems"] == ["nondeterministic trace: expected point 'x' at step 3, run reached 'y'"]
     assert item["known"] and "reviewed" in item["known"][0]
