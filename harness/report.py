@@ -98,7 +98,9 @@ def failure_groups(records: list, campaigns: list) -> str:
                        if part.startswith("window=")), "resize")
         found = tuple(sorted({(f["class"], f["checkpoint"].split("@")[0], f["check"], f["where"])
                               for f in r.get("findings", [])}))
-        other = tuple(sorted({p.split(":")[0] for p in r["problems"] if " finding at " not in p}))
+        # a stale known entry is named whole; other problems (errors, traces) by their kind
+        other = tuple(sorted({p if p.startswith("known finding") else p.split(":")[0]
+                              for p in r["problems"] if " finding at " not in p}))
         groups.setdefault((scen, window, found, other), []).append(
             (order.get((scen, window, point), 0), target, ending, r["id"]))
     lines = []
