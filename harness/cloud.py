@@ -151,6 +151,14 @@ class Cloud(fixtures.Fixture):
         # CastAsCall waits carry RPC deadlines that keep running while forked
         # children work (harness.forking); keep them long, for every run alike
         env.flags(rpc_response_timeout=600)
+        # Nova behaviour that follows the wall clock, not the interleaving: a
+        # forked parent lives for minutes while its children run, so neither
+        # may change what a child does. Measured: the report client's 300 s
+        # provider-cache refresh added placement calls to late children and
+        # broke their recorded trace. 0 = refresh never (still loaded once);
+        # and no service may look down for want of a heartbeat.
+        env.flags(resource_provider_association_refresh=0, group="compute")
+        env.flags(service_down_time=SERVICE_DOWN_TIME)
         # the auto-confirm ending moves the clock past this window (freezegun)
         env.flags(resize_confirm_window=RESIZE_CONFIRM_WINDOW)
         env.flags(allow_resize_to_same_host=self.scenario.allow_same_host)
@@ -257,9 +265,11 @@ class Cloud(fixtures.Fixture):
         """
         from nova import context, objects
         host = self.server(name)["OS-EXT-SRV-ATTR:host"]
-        query = objects.MigrationList.get_unconfirmed_by_dest_compute
+        # the database read under the remotable query (a yield point): a
+        # periodic injected at that point runs before, at the real time
+        query = objects.MigrationList._db_migration_get_unconfirmed_by_dest_compute
         with fixtures.MonkeyPatch(
-                "nova.objects.MigrationList.get_unconfirmed_by_dest_compute",
+                "nova.objects.MigrationList._db_migration_get_unconfirmed_by_dest_compute",
                 _after_confirm_window(query)):
             self.compute(host).manager._poll_unconfirmed_resizes(context.get_admin_context())
         return self.wait_for(name, ("ACTIVE",), f"auto-confirm {name}")
@@ -288,20 +298,24 @@ class Cloud(fixtures.Fixture):
         self.compute(host).manager.update_available_resource(context.get_admin_context())
 
 
+#: no heartbeat is that old in any run (see Cloud._setUp)
+SERVICE_DOWN_TIME = 7 * 24 * 3600
+
+
 def _after_confirm_window(query):
     """``query`` run with the clock just past the confirm window (freezegun)."""
     import datetime
 
     import freezegun
 
-    def overdue(cls, *args, **kwargs):
+    def overdue(*args, **kwargs):
         later = (datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
                  + datetime.timedelta(seconds=RESIZE_CONFIRM_WINDOW + 60))
         # the database layer keeps real time: only the query's "now" moves
         with freezegun.freeze_time(later, tick=True,
                                    ignore=["sqlalchemy", "oslo_db", "sqlite3", "eventlet"]):
             return query(*args, **kwargs)
-    return classmethod(overdue)
+    return staticmethod(overdue)
 
 
 def deadline_guard(seconds: float, where):
