@@ -236,6 +236,9 @@ def cmd_rejudge(args) -> int:
         raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
     before = collections.Counter(r["verdict"] for r in records)
     now = collections.Counter(r["verdict"] for r in after)
+    if args.propose:
+        print(report.proposed_entries(after), file=OUT)
+        return EXIT_OK
     grouped = report.failure_groups(after, meta.get("campaigns", []))
     if grouped:
         print(grouped, file=OUT)
@@ -324,6 +327,9 @@ def build_parser():
     sp.add_argument("report", help="a report written by 'run --json'")
     sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
     sp.add_argument("--json", help="write the re-judged report here")
+    sp.add_argument("--propose", action="store_true",
+                    help="print known-findings entries (TOML) covering exactly the failing "
+                    "items, for a reviewer to check, explain and paste")
     sp.set_defaults(fn=cmd_rejudge)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
     sp.add_argument("scenario")

@@ -116,6 +116,50 @@ def failure_groups(records: list, campaigns: list) -> str:
     return "\n".join(lines)
 
 
+def proposed_entries(records: list) -> str:
+    """Known-findings entries (TOML) that would cover exactly the failing items, for review.
+
+    Items whose findings are the same are one group; a group becomes one
+    entry per set of points shared by the same targets and endings, so no
+    entry applies to an item outside its group. ``reason`` is left for the
+    reviewer: a proposal is not a review.
+    """
+    groups: dict = {}
+    for r in records:
+        if r["verdict"] != "fail" or not r.get("findings"):
+            continue
+        if any(" finding at " not in p for p in r["problems"]):
+            continue  # errors, stale entries, diverged traces: not a finding to accept
+        scen, point, target, ending = r["id"].split("/")[:4]
+        window = next((part.split("=", 1)[1] for part in r["id"].split("/")[4:]
+                       if part.startswith("window=")), "resize")
+        expect = tuple(sorted({(f["checkpoint"].split("@")[0] + ("@*" if "@" in f["checkpoint"] else ""),
+                                f["check"], f["where"], f["class"]) for f in r["findings"]}))
+        per_pair = groups.setdefault((scen, window, expect), {})
+        per_pair.setdefault((target, ending), []).append(point)
+    out = []
+    for (scen, window, expect), per_pair in groups.items():
+        blocks: dict = {}  # (points, ending) -> targets; then (points, targets) -> endings
+        for (target, ending), points in per_pair.items():
+            blocks.setdefault((tuple(points), ending), []).append(target)
+        merged: dict = {}
+        for (points, ending), targets in blocks.items():
+            merged.setdefault((points, tuple(sorted(targets))), []).append(ending)
+        for (points, targets), endings in merged.items():
+            for klass in ("hard", "transient"):  # an entry covers findings of its class only
+                mine = [e for e in expect if e[3] == klass]
+                if not mine:
+                    continue
+                out += ["[[finding]]", f'scenario = "{scen}"', f'window = "{window}"', "points = ["]
+                out += [f'    "{p}",' for p in points]
+                out += ["]", f"targets = {list(targets)!r}".replace("'", '"'),
+                        f"endings = {sorted(endings)!r}".replace("'", '"'), "expect = ["]
+                out += [f'    {{ checkpoint = "{cp}", check = "{check}", where = "{where}" }},'
+                        for cp, check, where, _ in mine]
+                out += ["]", f'class = "{klass}"', 'reason = "TODO: why clean Nova does this"', ""]
+    return "\n".join(out)
+
+
 def to_json(results, meta: dict) -> str:
     return json.dumps({"meta": meta, "items": [r.to_json() for r in results]}, indent=2)
 

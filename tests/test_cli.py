@@ -170,3 +170,25 @@ def test_rejudge_of_something_else_is_one_line(tmp_path, text):
     bad = tmp_path / "bad.json"
     bad.write_text(text)
     assert_one_line_error(cli("rejudge", str(bad)), "bad.json: not a nova-chaos JSON report")
+
+
+def test_proposed_entries_cover_exactly_the_failing_items(tmp_path):
+    hard = {"checkpoint": "after-injection@host-a", "check": "rt", "where": "host-a pinned pCPUs",
+            "expected": "2", "seen": "0", "class": "hard"}
+    lag = {"checkpoint": "after-revert", "check": "rt", "where": "host-b vcpus_used",
+           "expected": "0", "seen": "4", "class": "transient"}
+    report = _report(tmp_path, [hard, lag], [
+        "hard finding at after-injection@host-a: [rt] host-a pinned pCPUs: expected 2, seen 0",
+        "transient finding at after-revert: [rt] host-b vcpus_used: expected 0, seen 4"])
+    empty = tmp_path / "none.toml"
+    empty.write_text("")
+    proposal = cli("rejudge", str(report), "--known", str(empty), "--propose")
+    assert proposal.returncode == 0, proposal.stderr
+    # one entry per class (an entry covers findings of its own class), the host left open
+    assert proposal.stdout.count("[[finding]]") == 2
+    assert 'checkpoint = "after-injection@*"' in proposal.stdout
+    assert 'reason = "TODO' in proposal.stdout
+    accepted = tmp_path / "accepted.toml"
+    accepted.write_text(proposal.stdout)
+    proc = cli("rejudge", str(report), "--known", str(accepted))
+    assert proc.returncode == 0 and "fail 1 -> 0" in proc.stdout and "known 0 -> 1" in proc.stdout
