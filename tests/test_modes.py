@@ -107,3 +107,32 @@ def test_a_parent_outlives_the_item_bound_its_children_keep(tmp_path):
     assert [i["verdict"] for i in data["items"]] == ["pass"] * len(IN_REVERT)
     # the sweep took longer than one item may: the ending-parent outlived --timeout
     assert data["meta"]["seconds"] > 15
+
+
+#: the shared-storage check hands a temp file's path across an RPC; then two later points
+STORAGE_CHECK = [
+    "dest:ComputeManager._is_instance_storage_shared>driver.check_instance_shared_storage_local#1",
+    "dest:ComputeManager._is_instance_storage_shared>compute_rpc.check_instance_shared_storage#1",
+    "source:ComputeManager.check_instance_shared_storage>driver.check_instance_shared_storage_remote#1",
+    "dest:ShareManager.get_share_info>ShareMappingList.get_by_instance_uuid#2",
+    "source:ComputeManager._finish_revert_resize>Instance.save#2",
+]
+
+
+def test_children_forked_inside_the_storage_check_leave_their_parent_alone(tmp_path):
+    """Children forked between the temp file's creation and its removal once
+    deleted their parent's file (absolute path), so the parent's revert took
+    the unshared-storage path and every later item 'diverged' (9 of 18 here)."""
+    report = tmp_path / "r.json"
+    args = ["run", "pinned-hugepages", "--window", "lifecycle", "--ending", "revert",
+            "--jobs", "2", "--json", str(report)]
+    for point in STORAGE_CHECK:
+        args += ["--point", point]
+    proc = cli(*args)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert len(data["items"]) == 3 * len(STORAGE_CHECK)
+    problems = [p for i in data["items"] for p in i["problems"]
+                if not p.startswith(("hard finding", "transient finding"))]
+    assert problems == []
+    assert all(p["passed"] and p["trace_matches"] for p in data["meta"]["fork_parents"])
