@@ -148,8 +148,10 @@ class Brancher:
     def __init__(self, slots, timeout: float, scratch: str, limit: int):
         self.slots, self.timeout, self.scratch = slots, timeout, scratch
         self.limit = limit      # children outstanding at most (bounds memory)
-        self.running: dict = {}  # pid -> (variant, forked at)
+        self.running: dict = {}  # pid -> (variant, deadline)
         self.dead: dict = {}     # variant -> why the child did not exit cleanly
+        self.on_wait = None      # called while the top process waits (results stream on)
+        self._top = os.getpid()
 
     def branch(self, variants, where, lives=None):
         """``lives``: variant -> seconds it may live, for a child that is itself a parent."""
@@ -184,9 +186,14 @@ class Brancher:
     def _wait(self, done):
         """Poll children until ``done()``, giving this process's slot back meanwhile."""
         self.slots.release()
+        streamed = time.monotonic()
         try:
             while True:
                 self._poll()
+                if (self.on_wait is not None and os.getpid() == self._top
+                        and time.monotonic() - streamed > 0.5):
+                    self.on_wait()
+                    streamed = time.monotonic()
                 if done():
                     return
                 _time.sleep(0.003)
@@ -259,6 +266,7 @@ class ForkSweep:
         slots = Slots(self.jobs, self.outdir)
         slots.acquire()  # this process runs the prefix
         self.brancher = Brancher(slots, self.timeout, self.outdir, limit=4 * self.jobs)
+        self.brancher.on_wait = self.collect
         self.records: dict = {}
         sweep = self
         run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
