@@ -144,8 +144,8 @@ def cmd_run(args) -> int:
         done.setdefault(scen.name, []).append((mine, traces))
         items += mine
         traces_by[campaign.trace_key(scen.name, window)] = traces
-        tables.append((scen.name, window, [p for p in chosen if any(i.point == p for i in mine)],
-                       targets, endings))
+        swept = {i.point for i in mine}
+        tables.append((scen.name, window, [p for p in chosen if p in swept], targets, endings))
         print(f"{scen.name}, window {window!r}: {len(points)} yield points, {len(mine)} items"
               + (f" ({shared} more are the same calls as a narrower window's, run there)"
                  if shared else ""), file=sys.stderr)
@@ -234,11 +234,11 @@ def cmd_rejudge(args) -> int:
         after = [campaign.rejudge(r, entries) for r in records]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as exc:
         raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
-    before = collections.Counter(r["verdict"] for r in records)
-    now = collections.Counter(r["verdict"] for r in after)
     if args.propose:
         print(report.proposed_entries(after), file=OUT)
         return EXIT_OK
+    before = collections.Counter(r["verdict"] for r in records)
+    now = collections.Counter(r["verdict"] for r in after)
     grouped = report.failure_groups(after, meta.get("campaigns", []))
     if grouped:
         print(grouped, file=OUT)
@@ -343,13 +343,22 @@ def build_parser():
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return args.fn(args)
+        code = args.fn(args)
+        OUT.flush()  # a closed reader shows here, not in the interpreter's last flush
+        return code
     except UsageError as exc:
         print(f"nova-chaos: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("nova-chaos: interrupted; no report written", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as Unix tools do;
+        # stdout is pointed at devnull so the interpreter's final flush stays quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in {OUT, sys.stdout}:
+            os.dup2(devnull, stream.fileno())
+        return 141
 
 
 if __name__ == "__main__":

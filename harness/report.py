@@ -80,6 +80,13 @@ def failure_text(result, pytest_id: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _id_parts(item_id: str) -> tuple:
+    """(scenario, window, point, target, ending) of a stored item id."""
+    from harness.campaign import Item
+    item = Item.parse(item_id)
+    return item.scenario, item.window, item.point, item.target, item.ending
+
+
 def failure_groups(records: list, campaigns: list) -> str:
     """Failing items of a JSON report, grouped by what they found.
 
@@ -93,9 +100,7 @@ def failure_groups(records: list, campaigns: list) -> str:
     for r in records:
         if r["verdict"] not in ("fail", "error"):
             continue
-        scen, point, target, ending = r["id"].split("/")[:4]
-        window = next((part.split("=", 1)[1] for part in r["id"].split("/")[4:]
-                       if part.startswith("window=")), "resize")
+        scen, window, point, target, ending = _id_parts(r["id"])
         found = tuple(sorted({(f["class"], f["checkpoint"].split("@")[0], f["check"], f["where"])
                               for f in r.get("findings", [])}))
         # a stale known entry is named whole; other problems (errors, traces) by their kind
@@ -130,9 +135,7 @@ def proposed_entries(records: list) -> str:
             continue
         if any(" finding at " not in p for p in r["problems"]):
             continue  # errors, stale entries, diverged traces: not a finding to accept
-        scen, point, target, ending = r["id"].split("/")[:4]
-        window = next((part.split("=", 1)[1] for part in r["id"].split("/")[4:]
-                       if part.startswith("window=")), "resize")
+        scen, window, point, target, ending = _id_parts(r["id"])
         expect = tuple(sorted({(f["checkpoint"].split("@")[0] + ("@*" if "@" in f["checkpoint"] else ""),
                                 f["check"], f["where"], f["class"]) for f in r["findings"]}))
         per_pair = groups.setdefault((scen, window, expect), {})

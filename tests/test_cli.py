@@ -1,10 +1,12 @@
 """Bad input gets one clear line and exit code 2, never a traceback wall."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import ROOT, cli
 
 
 def assert_one_line_error(proc, *fragments):
@@ -192,3 +194,13 @@ def test_proposed_entries_cover_exactly_the_failing_items(tmp_path):
     accepted.write_text(proposal.stdout)
     proc = cli("rejudge", str(report), "--known", str(accepted))
     assert proc.returncode == 0 and "fail 1 -> 0" in proc.stdout and "known 0 -> 1" in proc.stdout
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
+    """`nova-chaos ... | head` must not end in a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "scenarios"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
