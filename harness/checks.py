@@ -168,12 +168,29 @@ def liveness(ctx) -> list:
 def logs_clean(ctx) -> list:
     """No accounting error was logged (the periodic logs, it does not raise)."""
     out = []
+    text = ctx.log_text.splitlines()
     for pattern in LOG_PATTERNS:
-        lines = [ln.strip() for ln in ctx.log_text.splitlines() if pattern.search(ln)]
+        lines = [_with_cause(text, i) for i, ln in enumerate(text) if pattern.search(ln)]
         if lines:
             out.append(Finding("logs", f"log lines matching {pattern.pattern!r}", [],
                                [ln[:240] for ln in lines[:3]]))
     return out
+
+
+def _with_cause(lines: list, i: int) -> str:
+    """Line ``i``, followed by the exception its traceback ends in, if one follows.
+
+    "Error updating resources" says only that the periodic failed; the last
+    line of the traceback under it (e.g. ``CPUPinningUnknown: CPU set to pin
+    [5, 6] ...``) says why, and belongs in the evidence.
+    """
+    line = lines[i].strip()
+    if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
+        last = next((ln for ln in lines[i + 2:] if not ln.startswith(" ")), None)
+        if last:
+            name, _, message = last.strip().partition(": ")
+            line += f" <- {name.rsplit('.', 1)[-1]}" + (f": {message}" if message else "")
+    return line
 
 
 def run_all(ctx) -> list:

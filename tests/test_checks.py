@@ -1,0 +1,33 @@
+"""The logs oracle names why a periodic failed, not only that it did."""
+import types
+
+from harness import checks
+
+PERIODIC_FAILED = """\
+2026-11-30 17:48:30,248 ERROR [nova.compute.manager] Error updating resources for node host-b.
+Traceback (most recent call last):
+  File "nova/compute/manager.py", line 11084, in _update_available_resource_for_node
+    self.rt.update_available_resource(context, nodename,
+  File "nova/objects/numa.py", line 97, in pin_cpus
+    raise exception.CPUPinningUnknown(requested=list(cpus),
+nova.exception.CPUPinningUnknown: CPU set to pin [5, 6] must be a subset of known CPU set [8, 9, 6, 7]
+2026-11-30 17:48:30,294 INFO [placement.requestlog] GET /placement/allocations
+"""
+
+
+def test_a_failed_periodic_is_reported_with_the_exception_under_it():
+    found = checks.logs_clean(types.SimpleNamespace(log_text=PERIODIC_FAILED))
+    assert [f.where for f in found] == ["log lines matching 'Error updating resources for node'"]
+    assert found[0].seen == ["2026-11-30 17:48:30,248 ERROR [nova.compute.manager] Error updating "
+                             "resources for node host-b. <- CPUPinningUnknown: CPU set to pin "
+                             "[5, 6] must be a subset of known CPU set [8, 9, 6, 7]"]
+
+
+def test_a_line_without_a_traceback_is_reported_as_it_is():
+    line = "2026-11-30 17:48:30,248 ERROR [nova.compute.manager] CPUUnpinningInvalid: CPU set to unpin"
+    found = checks.logs_clean(types.SimpleNamespace(log_text=line))
+    assert [f.seen for f in found] == [[line]]
+
+
+def test_a_clean_log_has_no_finding():
+    assert checks.logs_clean(types.SimpleNamespace(log_text="INFO all fine\n")) == []
