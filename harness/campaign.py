@@ -208,17 +208,18 @@ def same_points(outer: list, inner: list) -> dict:
     return {}
 
 
-def without_shared(wider: list, wider_traces: dict, narrower: list, narrower_traces: dict) -> list:
-    """``wider``'s items minus those the same run has already under a narrower window.
+def as_narrower(wider: list, wider_traces: dict, narrower_window: str,
+                narrower_traces: dict) -> list:
+    """``wider``'s items, with every call a narrower window also has named as it is there.
 
     The same call with the same target and ending is the same experiment
     whatever the window is called (the lifecycle's core *is* the card's
-    window), so a run of both windows runs it once, under the narrower id.
+    window), so it has one id, the narrower window's: known findings and
+    replay commands name it once, whichever windows a run asked for.
     """
-    have = {(i.point, i.target, i.ending, i.mutation) for i in narrower}
     maps = {e: same_points(wider_traces[e], narrower_traces.get(e, [])) for e in wider_traces}
-    return [i for i in wider
-            if (maps[i.ending].get(i.point), i.target, i.ending, i.mutation) not in have]
+    return [dataclasses.replace(i, point=maps[i.ending][i.point], window=narrower_window)
+            if i.point in maps[i.ending] else i for i in wider]
 
 
 def items(scen, traces, targets=None, endings=None, mutation=None, points=None,

@@ -126,8 +126,7 @@ def cmd_run(args) -> int:
         raise UsageError("--point needs one scenario and one window")
     info = _load(args.backend)
     started = time.monotonic()
-    items, traces_by, tables = [], {}, []
-    done = {}  # scenario -> [(items, traces)] of its windows so far, narrowest first
+    items, traces_by, tables = [], {}, {}
     planned = [(scen, window, targets, endings, campaign.discover(scen, window))
                for scen, window, targets, endings in todo]
     rank = {scen.name: i for i, (scen, *_) in enumerate(todo)}
@@ -137,18 +136,23 @@ def cmd_run(args) -> int:
         points = campaign.union({e: traces[e] for e in endings})
         chosen = [p for p in points if p in args.point] if args.point else points
         mine = campaign.items(scen, traces, targets, endings, args.mutate, chosen, window)
-        shared = len(mine)
-        for narrower, narrower_traces in done.get(scen.name, []):
-            mine = campaign.without_shared(mine, traces, narrower, narrower_traces)
-        shared -= len(mine)
-        done.setdefault(scen.name, []).append((mine, traces))
-        items += mine
         traces_by[campaign.trace_key(scen.name, window)] = traces
-        swept = {i.point for i in mine}
-        tables.append((scen.name, window, [p for p in chosen if p in swept], targets, endings))
-        print(f"{scen.name}, window {window!r}: {len(points)} yield points, {len(mine)} items"
-              + (f" ({shared} more are the same calls as a narrower window's, run there)"
+        if window != campaign.DEFAULT_WINDOW:  # its calls in the card's window keep their ids
+            card = campaign.discover(scen, campaign.DEFAULT_WINDOW)
+            traces_by[campaign.trace_key(scen.name, campaign.DEFAULT_WINDOW)] = card
+            mine = campaign.as_narrower(mine, traces, campaign.DEFAULT_WINDOW, card)
+        have = set(items)
+        items += [i for i in mine if i not in have]
+        for i in mine:
+            tables.setdefault((scen.name, i.window), (targets, endings, set()))[2].add(i.point)
+        shared = sum(i.window != window for i in mine)
+        print(f"{scen.name}, window {window!r}: {len(points)} yield points, "
+              f"{len(mine) - shared} items"
+              + (f" ({shared} more are calls of the card's window, swept under its ids)"
                  if shared else ""), file=sys.stderr)
+    tables = [(name, window, [p for p in campaign.union(traces_by[campaign.trace_key(name, window)])
+                              if p in swept], targets, endings)
+              for (name, window), (targets, endings, swept) in tables.items()]
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     progress = report.Progress(len(items))

@@ -95,20 +95,28 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
 IN_RT_LOCK = "source:ResourceTracker.drop_move_claim_at_source>Migration.save#1"
 
 
+#: a call of the card's window, by its lifecycle id (its card's-window id ends in #1)
+CORE_CALL = "dest:Flavor.obj_load_attr>Flavor._load_projects#4"
+
+
 def test_lifecycle_point_inside_the_rt_lock_is_deferred_and_reported(tmp_path):
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"
     proc = cli("run", "pinned-hugepages", "--window", "lifecycle", "--point", IN_RT_LOCK,
-               "--target", "source", "--json", str(report), "--junit", str(junit))
+               "--point", CORE_CALL, "--target", "source", "--ending", "confirm",
+               "--ending", "auto-confirm", "--json", str(report), "--junit", str(junit))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     items = json.loads(report.read_text())["items"]
+    in_lock = [i for i in items if i["id"].endswith("/window=lifecycle")]
     # the source drops its claim on confirm only (auto-confirm included), not on revert
-    assert sorted(i["id"].split("/")[3] for i in items) == ["auto-confirm", "confirm"]
-    for item in items:
-        assert item["id"].endswith("/window=lifecycle")
+    assert sorted(i["id"].split("/")[3] for i in in_lock) == ["auto-confirm", "confirm"]
+    for item in in_lock:
         assert item["fired"] == ["host-a (deferred)"], item
+    # one call, one id: a lifecycle-only run names the core's calls as the card's window does
+    assert sorted(i["id"] for i in items if i not in in_lock) == [
+        f"pinned-hugepages/{CORE_CALL[:-1]}1/source/{e}" for e in ("auto-confirm", "confirm")]
     import xml.etree.ElementTree as ET
     cases = list(ET.parse(junit).getroot().iter("testcase"))
-    assert len(cases) == 2 and not any(len(c) for c in cases)  # no failure elements
+    assert len(cases) == 4 and not any(len(c) for c in cases)  # no failure elements
 
 
 def _report(tmp_path, findings, problems, verdict="fail"):

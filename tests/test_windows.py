@@ -1,6 +1,6 @@
 """The card's window is the lifecycle window's core: a run of both sweeps it once.
 
-The item-sharing rule (campaign.without_shared) is only sound if every
+The one-id-per-call rule (campaign.as_narrower) is only sound if every
 ending's lifecycle trace holds the card's trace as one run of the same
 calls; the last test checks that on real Nova's recorded traces.
 """
@@ -25,14 +25,16 @@ def test_same_points_is_empty_when_the_inner_trace_is_not_one_run():
     assert campaign.same_points(OUTER, []) == {}
 
 
-def test_without_shared_keeps_what_the_narrower_window_lacks():
+def test_a_call_the_cards_window_has_keeps_its_id_there():
     wider = [Item("s", p, t, "revert", window="lifecycle") for p in OUTER for t in ("source", "dest")]
-    narrower = [Item("s", INNER[1], "dest", "revert")]
-    kept = campaign.without_shared(wider, {"revert": OUTER}, narrower, {"revert": INNER})
-    assert len(kept) == len(wider) - 1
-    assert Item("s", "dest:finish>Flavor._load#2", "dest", "revert", window="lifecycle") not in kept
-    mutated = [Item("s", INNER[1], "dest", "revert", mutation="1944759")]
-    assert len(campaign.without_shared(wider, {"revert": OUTER}, mutated, {"revert": INNER})) == len(wider)
+    named = campaign.as_narrower(wider, {"revert": OUTER}, "resize", {"revert": INNER})
+    assert len(named) == len(wider)
+    assert Item("s", "dest:finish>Flavor._load#2", "dest", "revert", window="lifecycle") not in named
+    assert Item("s", "dest:finish>Flavor._load#1", "dest", "revert") in named
+    assert Item("s", "dest:prep>Flavor._load#1", "dest", "revert", window="lifecycle") in named
+    mutated = [Item("s", OUTER[3], "dest", "revert", mutation="1944759", window="lifecycle")]
+    assert campaign.as_narrower(mutated, {"revert": OUTER}, "resize", {"revert": INNER}) == [
+        Item("s", INNER[1], "dest", "revert", mutation="1944759")]
 
 
 def test_every_lifecycle_trace_holds_the_cards_window_whole():
