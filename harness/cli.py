@@ -155,9 +155,26 @@ def cmd_run(args) -> int:
               for (name, window), (targets, endings, swept) in tables.items()]
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
+    meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
+            "backend": args.backend, "mutation": args.mutate, "jobs": jobs, "mode": mode,
+            "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
+                          for n, w, c, t, e in tables]}
     progress = report.Progress(len(items))
-    results = executor.run_items(items, traces_by, jobs, args.backend, progress.update, mode,
-                                 timeout)
+    partial = report.PartialReport(args.json, meta, len(items)) if args.json else None
+
+    def on_result(result):
+        progress.update(result)
+        if partial is not None:
+            partial.add(result)
+    try:
+        results = executor.run_items(items, traces_by, jobs, args.backend, on_result, mode,
+                                     timeout)
+    except KeyboardInterrupt:
+        if partial is not None and partial.results:
+            partial.write()
+            print(f"\nnova-chaos: partial JSON report ({len(partial.results)} of {len(items)} "
+                  f"items): {os.path.abspath(args.json)}", file=sys.stderr)
+        raise
     elapsed = time.monotonic() - started
     for name, window, chosen, targets, endings in tables:
         mine = [r for r in results if r.item.scenario == name and r.item.window == window]
@@ -166,11 +183,7 @@ def cmd_run(args) -> int:
     failed = [r for r in results if r.verdict in ("fail", "error")]
     for r in failed:
         print(report.failure_text(r, _pytest_id(r.item)), file=OUT)
-    meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
-            "backend": args.backend, "mutation": args.mutate, "jobs": jobs, "mode": mode,
-            "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
-                          for n, w, c, t, e in tables],
-            "seconds": round(elapsed, 1)}
+    meta["seconds"] = round(elapsed, 1)
     if mode == "fork":
         from harness import forking
         meta["fork_parents"] = forking.PARENTS
@@ -354,7 +367,7 @@ def main(argv=None) -> int:
         print(f"nova-chaos: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("nova-chaos: interrupted; no report written", file=sys.stderr)
+        print("nova-chaos: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, as Unix tools do;

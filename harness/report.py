@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 
 MARK = {"pass": ".", "known": "k", "fail": "F", "error": "E"}
@@ -50,6 +51,34 @@ class Progress:
         elif self.done == self.total or self.done % 10 == 0:
             self.stream.write(line + "\n")
         self.stream.flush()
+
+
+class PartialReport:
+    """The JSON report, rewritten as results arrive (at most every ``every`` s), atomically.
+
+    A full campaign runs for hours; one stopped near the end (a CI limit, a
+    kill, Ctrl-C) keeps what it measured. Its meta says it is partial and how
+    far it got; ``rejudge`` reads it like any report.
+    """
+
+    def __init__(self, path: str, meta: dict, planned: int, every: float = 30.0):
+        self.path, self.meta, self.planned, self.every = path, meta, planned, every
+        self.results: dict = {}
+        self.last = time.monotonic()
+        self.pid = os.getpid()  # forked children inherit this object: only the owner writes
+
+    def add(self, result) -> None:
+        self.results[result.item.id] = result
+        if time.monotonic() - self.last >= self.every:
+            self.write()
+
+    def write(self) -> None:
+        if os.getpid() != self.pid or not self.results:
+            return
+        meta = dict(self.meta, partial=True, items_done=len(self.results),
+                    items_planned=self.planned)
+        atomic_write(self.path, to_json(list(self.results.values()), meta))
+        self.last = time.monotonic()
 
 
 def table(results, points, targets, endings) -> str:

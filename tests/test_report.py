@@ -1,0 +1,39 @@
+"""A long run's JSON report is kept up to date while it runs."""
+import json
+import os
+import types
+
+from harness import report
+
+
+def _result(n):
+    item = types.SimpleNamespace(id=f"s/p#{n}/source/revert")
+    return types.SimpleNamespace(item=item, to_json=lambda: {"id": item.id, "verdict": "pass"})
+
+
+def test_a_partial_report_holds_what_has_arrived_and_says_it_is_partial(tmp_path):
+    path = tmp_path / "r.json"
+    partial = report.PartialReport(str(path), {"scenario": "s"}, planned=3, every=0)
+    partial.add(_result(1))
+    partial.add(_result(2))
+    data = json.loads(path.read_text())
+    assert data["meta"] == {"scenario": "s", "partial": True, "items_done": 2, "items_planned": 3}
+    assert [i["id"] for i in data["items"]] == ["s/p#1/source/revert", "s/p#2/source/revert"]
+    assert os.listdir(tmp_path) == ["r.json"]  # written whole, no temp file left
+
+
+def test_it_is_rewritten_at_most_every_so_often(tmp_path):
+    path = tmp_path / "r.json"
+    partial = report.PartialReport(str(path), {}, planned=2, every=3600)
+    partial.add(_result(1))
+    assert not path.exists()
+    partial.write()
+    assert json.loads(path.read_text())["meta"]["items_done"] == 1
+
+
+def test_a_forked_child_never_writes_its_parents_report(tmp_path):
+    path = tmp_path / "r.json"
+    partial = report.PartialReport(str(path), {}, planned=1, every=0)
+    partial.pid = -1  # as in a child forked after it was made
+    partial.add(_result(1))
+    assert not path.exists()
