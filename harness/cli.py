@@ -252,7 +252,8 @@ def cmd_rejudge(args) -> int:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as exc:
         raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
     if args.propose:
-        print(report.proposed_entries(after), file=OUT)
+        sets = known.point_sets(args.known) if args.known else known.point_sets()
+        print(report.proposed_entries(after, sets), file=OUT)
         return EXIT_OK
     before = collections.Counter(r["verdict"] for r in records)
     now = collections.Counter(r["verdict"] for r in after)

@@ -83,6 +83,7 @@ def load(path: str = KNOWN_FILE) -> list:
         raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise InvalidScenario(f"{path}: cannot read it: {exc.strerror}") from None
+    sets = _sets(raw, path)
     entries = []
     for i, e in enumerate(raw.get("finding", [])):
         where = f"{os.path.basename(path)}: finding[{i}]"
@@ -98,11 +99,44 @@ def load(path: str = KNOWN_FILE) -> list:
                 raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)}")
             expect.append((x["checkpoint"], x["check"], x["where"]))
         scenarios = e["scenario"] if isinstance(e["scenario"], list) else [e["scenario"]]
-        entries.append(Entry(tuple(scenarios), tuple(e["points"]), tuple(e["targets"]),
+        entries.append(Entry(tuple(scenarios), _points(e["points"], sets, where), tuple(e["targets"]),
                              tuple(e["endings"]), e.get("mutation", "*"),
                              e.get("window", DEFAULT_WINDOW), tuple(expect),
                              e["class"], e["reason"], e.get("bug", "")))
     return entries
+
+
+def point_sets(path: str = KNOWN_FILE) -> dict:
+    """The file's ``[point_sets]``: name -> point ids (for proposals to name them)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, "rb") as fh:
+        return _sets(tomllib.load(fh), path)
+
+
+def _sets(raw: dict, path: str) -> dict:
+    sets = raw.get("point_sets", {})
+    if not isinstance(sets, dict) or not all(isinstance(v, list) for v in sets.values()):
+        raise InvalidScenario(f"{path}: [point_sets] maps names to lists of point ids")
+    return sets
+
+
+def _points(points: list, sets: dict, where: str) -> tuple:
+    """An entry's points, each ``@name`` replaced by the ``[point_sets]`` list of that name.
+
+    One Nova window (the revert gap, say) shows in many scenarios at the same
+    calls: it is written once and named, so a correction lands everywhere.
+    """
+    out = []
+    for p in points:
+        if p.startswith("@"):
+            if p[1:] not in sets:
+                raise InvalidScenario(f"{where}: unknown point set {p!r}; defined: "
+                                      f"{', '.join('@' + n for n in sets) or 'none'}")
+            out += sets[p[1:]]
+        else:
+            out.append(p)
+    return tuple(out)
 
 
 def judge(item, checkpoints, entries) -> tuple:

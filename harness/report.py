@@ -150,7 +150,18 @@ def failure_groups(records: list, campaigns: list) -> str:
     return "\n".join(lines)
 
 
-def proposed_entries(records: list) -> str:
+def _named(points: tuple, sets: dict) -> list:
+    """``points`` with every named set it holds whole written as ``@name``."""
+    out = list(points)
+    for name, members in sets.items():
+        if members and set(members) <= set(out):
+            at = min(out.index(m) for m in members)
+            out = [p for p in out if p not in members]
+            out.insert(min(at, len(out)), f"@{name}")
+    return out
+
+
+def proposed_entries(records: list, sets: dict | None = None) -> str:
     """Known-findings entries (TOML) that would cover exactly the failing items, for review.
 
     Items whose findings are the same are one group; a group becomes one
@@ -183,7 +194,7 @@ def proposed_entries(records: list) -> str:
                 if not mine:
                     continue
                 out += ["[[finding]]", f'scenario = "{scen}"', f'window = "{window}"', "points = ["]
-                out += [f'    "{p}",' for p in points]
+                out += [f'    "{p}",' for p in _named(points, sets or {})]
                 out += ["]", f"targets = {list(targets)!r}".replace("'", '"'),
                         f"endings = {sorted(endings)!r}".replace("'", '"'), "expect = ["]
                 out += [f'    {{ checkpoint = "{cp}", check = "{check}", where = "{where}" }},'

@@ -37,3 +37,9 @@ def test_a_forked_child_never_writes_its_parents_report(tmp_path):
     partial.pid = -1  # as in a child forked after it was made
     partial.add(_result(1))
     assert not path.exists()
+
+
+def test_a_proposal_names_a_point_set_it_holds_whole():
+    sets = {"gap": ["dest:a#1", "source:b#1"], "other": ["dest:z#1"]}
+    assert report._named(("dest:x#1", "dest:a#1", "source:b#1"), sets) == ["dest:x#1", "@gap"]
+    assert report._named(("dest:a#1", "dest:x#1"), sets) == ["dest:a#1", "dest:x#1"]  # not whole

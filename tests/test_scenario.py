@@ -77,3 +77,33 @@ def test_known_findings_cover_their_scenarios():
     names = set(scenario.available())
     for entry in known.load():
         assert all(any(__import__("fnmatch").fnmatch(n, g) for n in names) for g in entry.scenarios)
+
+
+ENTRY = """
+[[finding]]
+scenario = "pinned-hugepages"
+window = "lifecycle"
+points = [{points}]
+targets = ["both"]
+endings = ["revert"]
+expect = [{{ checkpoint = "after-revert", check = "rt", where = "host-a pinned pCPUs" }}]
+class = "hard"
+reason = "reviewed"
+"""
+
+
+def test_a_named_point_set_is_written_once_and_expanded_where_named(tmp_path):
+    from harness import known
+    path = tmp_path / "known.toml"
+    path.write_text('[point_sets]\ngap = ["dest:a#1", "source:b#1"]\n'
+                    + ENTRY.format(points='"dest:x#1", "@gap"'))
+    [entry] = known.load(str(path))
+    assert entry.points == ("dest:x#1", "dest:a#1", "source:b#1")
+
+
+def test_an_unknown_point_set_is_one_line_naming_it(tmp_path):
+    from harness import known
+    path = tmp_path / "known.toml"
+    path.write_text('[point_sets]\ngap = ["dest:a#1"]\n' + ENTRY.format(points='"@gaps"'))
+    with pytest.raises(InvalidScenario, match=r"finding\[0\]: unknown point set '@gaps'; defined: @gap"):
+        known.load(str(path))
