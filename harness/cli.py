@@ -121,6 +121,8 @@ def cmd_run(args) -> int:
     timeout = executor.ITEM_TIMEOUT if args.timeout is None else args.timeout
     if not timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.resume and not args.json:
+        raise UsageError("--resume needs --json FILE (the report to resume)")
     todo = _campaigns(args)
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
@@ -159,16 +161,21 @@ def cmd_run(args) -> int:
             "backend": args.backend, "mutation": args.mutate, "jobs": jobs, "mode": mode,
             "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
                           for n, w, c, t, e in tables]}
-    progress = report.Progress(len(items))
+    kept = _resumed(args, items, meta) if args.resume else {}
+    todo_items = [i for i in items if i.id not in kept]
+    progress = report.Progress(len(todo_items))
     partial = report.PartialReport(args.json, meta, len(items)) if args.json else None
+    for record in kept.values():
+        partial.results[record.item.id] = record
 
     def on_result(result):
         progress.update(result)
         if partial is not None:
             partial.add(result)
     try:
-        results = executor.run_items(items, traces_by, jobs, args.backend, on_result, mode,
-                                     timeout)
+        fresh = {r.item.id: r for r in executor.run_items(
+            todo_items, traces_by, jobs, args.backend, on_result, mode, timeout)}
+        results = [kept.get(i.id) or fresh[i.id] for i in items if i.id in kept or i.id in fresh]
     except KeyboardInterrupt:
         if partial is not None and partial.results:
             partial.write()
@@ -196,6 +203,35 @@ def cmd_run(args) -> int:
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
           f"wall); {len(failed)} failed", file=OUT)
     return EXIT_FINDINGS if failed or len(results) != len(items) else EXIT_OK
+
+
+def _resumed(args, items, meta) -> dict:
+    """Judged results of ``items`` already in the ``--json`` report, re-judged against today's file.
+
+    A report is only resumed by the run that made it: same Nova, backend,
+    mutation and campaigns. Errors are run again (nothing was judged).
+    """
+    import json
+
+    from harness import campaign, executor, known
+    if not os.path.exists(args.json):
+        return {}
+    try:
+        with open(args.json) as fh:
+            data = json.load(fh)
+        stored, records = data["meta"], data["items"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.json}: not a nova-chaos JSON report to resume ({exc!r})") from None
+    for key in ("nova", "backend", "mutation", "campaigns"):
+        if stored.get(key) != json.loads(json.dumps(meta[key])):
+            raise UsageError(f"{args.json} was made by another run ({key}: {stored.get(key)!r}, "
+                             f"this run: {meta[key]!r}); not resuming it")
+    planned = {i.id for i in items}
+    entries = known.load()
+    kept = {r["id"]: executor.Record.from_json(campaign.rejudge(r, entries)) for r in records
+            if r["id"] in planned and r["verdict"] != "error"}
+    print(f"resuming {args.json}: {len(kept)} of {len(items)} items judged already", file=sys.stderr)
+    return kept
 
 
 def _pytest_id(item) -> str:
@@ -332,7 +368,10 @@ def build_parser():
                     help="fork: reuse the prefix (default on eventlet); fresh: new cloud per item")
     sp.add_argument("--timeout", type=_seconds,
                     help="seconds one item may take before it fails as stuck (default 120)")
-    sp.add_argument("--json", help="write a JSON report here")
+    sp.add_argument("--json", help="write a JSON report here (kept up to date while running)")
+    sp.add_argument("--resume", action="store_true",
+                    help="with --json: run only the items that report has not judged yet "
+                    "(one stopped part-way), and keep the rest")
     sp.add_argument("--junit", help="write a JUnit XML report here")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=cmd_run)

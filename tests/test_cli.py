@@ -35,6 +35,7 @@ def assert_one_line_error(proc, *fragments):
     (["run", "pinned-hugepages", "--timeout", "0"], ["--timeout must be a positive number"]),
     (["run", "pinned-hugepages", "--timeout", "soon"], ["not a number of seconds: 'soon'"]),
     (["rejudge", "r.json", "--known", "/no/known.toml"], ["known-findings file /no/known.toml does not exist"]),
+    (["run", "pinned-hugepages", "--resume"], ["--resume needs --json FILE"]),
 ])
 def test_bad_input_before_nova_loads(args, fragments):
     assert_one_line_error(cli(*args), *fragments)
@@ -89,6 +90,31 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     assert f">>  17. {point}" in replay.stdout
     assert "what the periodic changed on host-a's watch:" in replay.stdout
     assert "host-a pinned pCPUs: expected 2, seen 0" in replay.stdout
+
+
+def test_a_stopped_run_resumes_where_it_stopped(tmp_path):
+    points = ["source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
+              "dest:ComputeManager._finish_resize>Instance.save#1"]
+    report = tmp_path / "r.json"
+    args = ["run", "pinned-hugepages", "--target", "source", "--ending", "confirm",
+            "--json", str(report), "--point", points[0], "--point", points[1]]
+    proc = cli(*args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    whole = json.loads(report.read_text())
+    # as a run stopped after its first item leaves it
+    report.write_text(json.dumps({"meta": dict(whole["meta"], partial=True),
+                                  "items": whole["items"][:1]}))
+    proc = cli(*args, "--resume")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert "resuming " in proc.stderr and ": 1 of 2 items judged already" in proc.stderr
+    assert "1/1" in proc.stderr  # one item ran
+    again = json.loads(report.read_text())
+    assert "partial" not in again["meta"]
+    assert [i["id"] for i in again["items"]] == [i["id"] for i in whole["items"]]
+    assert [i["verdict"] for i in again["items"]] == ["pass", "pass"]
+    # another run's report is not resumed
+    other = cli(*args, "--resume", "--mutate", "1944759")
+    assert_one_line_error(other, "was made by another run (mutation: None", "not resuming it")
 
 
 #: inside the resource tracker's critical section: the periodic must wait for the lock
