@@ -155,6 +155,10 @@ def cmd_run(args) -> int:
     tables = [(name, window, [p for p in campaign.union(traces_by[campaign.trace_key(name, window)])
                               if p in swept], targets, endings)
               for (name, window), (targets, endings, swept) in tables.items()]
+    if args.list:
+        print("\n".join(i.id for i in items), file=OUT)
+        print(f"{len(items)} items", file=sys.stderr)
+        return EXIT_OK
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
@@ -373,6 +377,8 @@ def build_parser():
                     help="with --json: run only the items that report has not judged yet "
                     "(one stopped part-way), and keep the rest")
     sp.add_argument("--junit", help="write a JUnit XML report here")
+    sp.add_argument("--list", action="store_true",
+                    help="print the ids of the items the run would sweep, and run none")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=cmd_run)
     sp = sub.add_parser("replay", help="rerun one item verbosely")

@@ -92,6 +92,15 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     assert "host-a pinned pCPUs: expected 2, seen 0" in replay.stdout
 
 
+def test_list_prints_the_plan_and_runs_nothing(tmp_path):
+    proc = cli("run", "pinned-hugepages", "--target", "source", "--ending", "confirm", "--list",
+               "--json", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ids = proc.stdout.split()
+    assert len(ids) == 43 and all(i.endswith("/source/confirm") for i in ids)
+    assert "43 items" in proc.stderr and not (tmp_path / "r.json").exists()
+
+
 def test_a_stopped_run_resumes_where_it_stopped(tmp_path):
     points = ["source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
               "dest:ComputeManager._finish_resize>Instance.save#1"]
