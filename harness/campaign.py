@@ -77,6 +77,9 @@ class ItemResult:
                           "expected": repr(f.expected), "seen": repr(f.seen),
                           "class": known.classify(f)} for cp in self.checkpoints for f in cp.findings],
             "replay": self.item.replay_command(),
+            # evidence for a failure that may not replay: what Nova warned of, in order
+            **({"log": self.log} if self.verdict in ("fail", "error") and getattr(self, "log", None)
+               else {}),
         }
 
 
@@ -293,6 +296,7 @@ def judge(item: Item, run, inj, traces, entries, started) -> ItemResult:
     out = ItemResult(item, verdict, result.checkpoints, problems, known_lines,
                      inj.fired_at, time.monotonic() - started, trace)
     out.changes = inj.changes
+    out.log = result.log_tail
     return out
 
 

@@ -170,14 +170,14 @@ def logs_clean(ctx) -> list:
     out = []
     text = ctx.log_text.splitlines()
     for pattern in LOG_PATTERNS:
-        lines = [_with_cause(text, i) for i, ln in enumerate(text) if pattern.search(ln)]
+        lines = [with_cause(text, i) for i, ln in enumerate(text) if pattern.search(ln)]
         if lines:
             out.append(Finding("logs", f"log lines matching {pattern.pattern!r}", [],
                                [ln[:240] for ln in lines[:3]]))
     return out
 
 
-def _with_cause(lines: list, i: int) -> str:
+def with_cause(lines: list, i: int) -> str:
     """Line ``i``, followed by the exception its traceback ends in, if one follows.
 
     "Error updating resources" says only that the periodic failed; the last

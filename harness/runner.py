@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import time
 
 import fixtures
@@ -40,6 +41,7 @@ class RunResult:
     error: str | None = None
     seconds: float = 0.0
     notes: list = dataclasses.field(default_factory=list)
+    log_tail: list = dataclasses.field(default_factory=list)  # Nova's warnings and errors
 
     @property
     def findings(self) -> list:
@@ -75,6 +77,7 @@ class Run:
         self.moved: dict = {}    # server -> host its move went to
         self.where = "setting up the cloud"
         self._log_offset = 0
+        self._setup_log = 0  # length of the log when the cloud was up
         self.ending_error = None
         self.tracer = None
 
@@ -137,6 +140,7 @@ class Run:
             try:
                 scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
                 self.cloud = scope.useFixture(Cloud(self.scenario))
+                self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise
                 if instrument is not None:
                     scope.useFixture(instrument(self))
                 self._steps()
@@ -146,6 +150,8 @@ class Run:
                 self.result.error = f"{type(exc).__name__}: {exc}"
             finally:
                 self.result.seconds = time.monotonic() - started
+                if getattr(self, "cloud", None) is not None:
+                    self.result.log_tail = warnings_in(self.cloud.log_text()[self._setup_log:])
                 if self.at_end is not None:
                     self.at_end(self)
         return self.result
@@ -179,6 +185,21 @@ class Run:
             self.where = f"delete {boot.server}"
             cloud.delete(boot.server)
         self.checkpoint("after-delete", self.ledger("after-delete"), converge=True)
+
+
+_LEVEL = re.compile(r"^\S+ \S+ (WARNING|ERROR|CRITICAL) ")
+
+
+def warnings_in(log_text: str, most: int = 40) -> list:
+    """The last ``most`` warnings and errors Nova logged, each with the exception under it.
+
+    Errors inside periodics and casts are logged, not raised: a failed item
+    keeps them in its report, since a run that does not reproduce on replay
+    leaves nothing else to read.
+    """
+    lines = log_text.splitlines()
+    found = [checks.with_cause(lines, i)[:300] for i, ln in enumerate(lines) if _LEVEL.match(ln)]
+    return found[-most:]
 
 
 def run(scenario, ending, **kwargs) -> RunResult:

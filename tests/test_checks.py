@@ -31,3 +31,16 @@ def test_a_line_without_a_traceback_is_reported_as_it_is():
 
 def test_a_clean_log_has_no_finding():
     assert checks.logs_clean(types.SimpleNamespace(log_text="INFO all fine\n")) == []
+
+
+def test_a_failed_item_keeps_novas_warnings_and_errors_with_their_causes():
+    from harness.runner import warnings_in
+    text = ("2026-11-30 17:48:30,100 INFO [nova.compute.manager] fine\n"
+            "2026-11-30 17:48:30,200 WARNING [nova.virt.libvirt.driver] disk file was removed\n"
+            + PERIODIC_FAILED)
+    assert warnings_in(text) == [
+        "2026-11-30 17:48:30,200 WARNING [nova.virt.libvirt.driver] disk file was removed",
+        "2026-11-30 17:48:30,248 ERROR [nova.compute.manager] Error updating resources for node "
+        "host-b. <- CPUPinningUnknown: CPU set to pin [5, 6] must be a subset of known CPU set "
+        "[8, 9, 6, 7]"]
+    assert len(warnings_in("2026-11-30 17:48:30,200 WARNING [x] w\n" * 50, most=40)) == 40
