@@ -78,8 +78,7 @@ class ItemResult:
                           "class": known.classify(f)} for cp in self.checkpoints for f in cp.findings],
             "replay": self.item.replay_command(),
             # evidence for a failure that may not replay: what Nova warned of, in order
-            **({"log": self.log} if self.verdict in ("fail", "error") and getattr(self, "log", None)
-               else {}),
+            **({"log": self.log} if getattr(self, "log", None) else {}),
         }
 
 
@@ -296,7 +295,7 @@ def judge(item: Item, run, inj, traces, entries, started) -> ItemResult:
     out = ItemResult(item, verdict, result.checkpoints, problems, known_lines,
                      inj.fired_at, time.monotonic() - started, trace)
     out.changes = inj.changes
-    out.log = result.log_tail
+    out.log = result.warnings() if verdict in ("fail", "error") else []
     return out
 
 

@@ -41,7 +41,7 @@ class RunResult:
     error: str | None = None
     seconds: float = 0.0
     notes: list = dataclasses.field(default_factory=list)
-    log_tail: list = dataclasses.field(default_factory=list)  # Nova's warnings and errors
+    log_text: str = ""      # Nova's log after start-up: read only if the verdict needs it
 
     @property
     def findings(self) -> list:
@@ -50,6 +50,10 @@ class RunResult:
     @property
     def passed(self) -> bool:
         return self.error is None and not self.findings
+
+    def warnings(self) -> list:
+        """Nova's last warnings and errors; computed on demand (only failures keep them)."""
+        return warnings_in(self.log_text)
 
     def report(self) -> str:
         lines = []
@@ -151,7 +155,7 @@ class Run:
             finally:
                 self.result.seconds = time.monotonic() - started
                 if getattr(self, "cloud", None) is not None:
-                    self.result.log_tail = warnings_in(self.cloud.log_text()[self._setup_log:])
+                    self.result.log_text = self.cloud.log_text()[self._setup_log:]
                 if self.at_end is not None:
                     self.at_end(self)
         return self.result

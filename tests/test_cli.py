@@ -85,6 +85,8 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     assert f"or: pytest 'tests/test_campaign.py::test_mutation_1944759[{item_id}]'" in proc.stdout
     data = json.loads(report.read_text())
     assert [i["verdict"] for i in data["items"]] == ["fail"]
+    # a failure keeps what Nova warned of: its only evidence if it does not replay
+    assert any(" WARNING [nova." in line for line in data["items"][0]["log"])
     replay = cli("replay", item_id)
     assert replay.returncode == 1
     assert f">>  17. {point}" in replay.stdout
@@ -121,6 +123,7 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path):
     assert "partial" not in again["meta"]
     assert [i["id"] for i in again["items"]] == [i["id"] for i in whole["items"]]
     assert [i["verdict"] for i in again["items"]] == ["pass", "pass"]
+    assert not any("log" in i for i in again["items"])  # only failures keep Nova's log
     # another run's report is not resumed
     other = cli(*args, "--resume", "--mutate", "1944759")
     assert_one_line_error(other, "was made by another run (mutation: None", "not resuming it")
