@@ -96,6 +96,9 @@ def _environment_class():
         def _setup_services(self):
             # the wheel puts api-paste.ini under <prefix>/etc, not beside nova/
             self.flags(api_paste_config=api_paste_config(), group="wsgi")
+            # before any service starts: each servicegroup driver (the API's
+            # controllers, the scheduler's filters) copies it when made
+            self.flags(service_down_time=SERVICE_DOWN_TIME)
             super()._setup_services()
 
         def setUp(self):
@@ -163,9 +166,9 @@ class Cloud(fixtures.Fixture):
         # may change what a child does. Measured: the report client's 300 s
         # provider-cache refresh added placement calls to late children and
         # broke their recorded trace. 0 = refresh never (still loaded once);
-        # and no service may look down for want of a heartbeat.
+        # and no service may look down for want of a heartbeat (see
+        # SERVICE_DOWN_TIME, set before the services start).
         env.flags(resource_provider_association_refresh=0, group="compute")
-        env.flags(service_down_time=SERVICE_DOWN_TIME)
         # the auto-confirm ending moves the clock past this window (freezegun)
         env.flags(resize_confirm_window=RESIZE_CONFIRM_WINDOW)
         env.flags(allow_resize_to_same_host=self.scenario.allow_same_host)
@@ -343,7 +346,10 @@ def _rerooted_storage_check() -> dict:
                 lambda self, context, data: real_cleanup(self, context, here(data))}
 
 
-#: no heartbeat is that old in any run (see Cloud._setUp)
+#: No heartbeat is that old in any run. A forked child starts with its
+#: parent's heartbeats, as old as the parent's wait; measured with Nova's
+#: default 60 s, the API took such a compute for down and deleted a server
+#: locally, leaving its domain running (crossing, under load).
 SERVICE_DOWN_TIME = 7 * 24 * 3600
 
 

@@ -192,6 +192,7 @@ class Run:
 
 
 _LEVEL = re.compile(r"^\S+ \S+ (WARNING|ERROR|CRITICAL) ")
+_NUMBER = re.compile(r"\d+(\.\d+)?")
 
 
 def warnings_in(log_text: str, most: int = 40) -> list:
@@ -202,8 +203,20 @@ def warnings_in(log_text: str, most: int = 40) -> list:
     leaves nothing else to read.
     """
     lines = log_text.splitlines()
-    found = [checks.with_cause(lines, i)[:300] for i, ln in enumerate(lines) if _LEVEL.match(ln)]
-    return found[-most:]
+    found, shapes, repeats = [], [], []
+    for i, ln in enumerate(lines):
+        if not _LEVEL.match(ln):
+            continue
+        line = checks.with_cause(lines, i)[:300]
+        shape = _NUMBER.sub("#", line.split(" ", 2)[2])  # a run of the same warning is one line
+        if shapes and shapes[-1] == shape:
+            repeats[-1] += 1
+            continue
+        found.append(line)
+        shapes.append(shape)
+        repeats.append(0)
+    return [f"{line} (and {n} more like it)" if n else line
+            for line, n in zip(found[-most:], repeats[-most:])]
 
 
 def run(scenario, ending, **kwargs) -> RunResult:
