@@ -3,7 +3,8 @@
 In every scenario where the race applies -- a resize to another host: a
 cold migration keeps its flavor, and Nova's resource tracker then reads the
 instance's own flavor, not old_flavor -- the re-introduced race must be
-caught right after the host flip and not at the flip itself. tests/test_campaign.py sweeps every point of the card's scenario with one
+caught right after the host flip and not at the flip itself.
+tests/test_campaign.py sweeps every point of the card's scenario with one
 ending; here two points per scenario, every ending, keep CI short.
 """
 import json
