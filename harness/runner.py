@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import re
 import time
 
@@ -203,20 +204,16 @@ def warnings_in(log_text: str, most: int = 40) -> list:
     leaves nothing else to read.
     """
     lines = log_text.splitlines()
-    found, shapes, repeats = [], [], []
-    for i, ln in enumerate(lines):
-        if not _LEVEL.match(ln):
-            continue
-        line = checks.with_cause(lines, i)[:300]
-        shape = _NUMBER.sub("#", line.split(" ", 2)[2])  # a run of the same warning is one line
-        if shapes and shapes[-1] == shape:
-            repeats[-1] += 1
-            continue
-        found.append(line)
-        shapes.append(shape)
-        repeats.append(0)
-    return [f"{line} (and {n} more like it)" if n else line
-            for line, n in zip(found[-most:], repeats[-most:])]
+    found = [checks.with_cause(lines, i)[:300] for i, ln in enumerate(lines) if _LEVEL.match(ln)]
+    # a run of one warning (a late heartbeat per service) is one line
+    runs = [list(same) for _, same in itertools.groupby(found, key=_shape)]
+    return [group[0] + (f" (and {len(group) - 1} more like it)" if len(group) > 1 else "")
+            for group in runs[-most:]]
+
+
+def _shape(line: str) -> str:
+    """A log line without its timestamp and numbers."""
+    return _NUMBER.sub("#", line.split(" ", 2)[2])
 
 
 def run(scenario, ending, **kwargs) -> RunResult:
