@@ -195,9 +195,17 @@ def cmd_run(args) -> int:
     for r in failed:
         print(report.failure_text(r, _pytest_id(r.item)), file=OUT)
     meta["seconds"] = round(elapsed, 1)
+    unsound = []
     if mode == "fork":
         from harness import forking
         meta["fork_parents"] = forking.PARENTS
+        # every child continued its parent's run: a parent off its recorded
+        # trace, or failing uninjected, undermines the sweep it forked
+        unsound = [p for p in forking.PARENTS if not (p["passed"] and p["trace_matches"])]
+        for p in unsound:
+            print(f"nova-chaos: the uninjected fork parent of {p['scenario']} (window "
+                  f"{p['window']!r}) {'left its recorded trace' if p['passed'] else 'failed'}: "
+                  "its sweep proves nothing; run it again with --mode fresh", file=OUT)
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
         print(f"JSON report: {os.path.abspath(args.json)}", file=OUT)
@@ -206,7 +214,7 @@ def cmd_run(args) -> int:
         print(f"JUnit report: {os.path.abspath(args.junit)}", file=OUT)
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
           f"wall); {len(failed)} failed", file=OUT)
-    return EXIT_FINDINGS if failed or len(results) != len(items) else EXIT_OK
+    return EXIT_FINDINGS if failed or unsound or len(results) != len(items) else EXIT_OK
 
 
 def _resumed(args, items, meta) -> dict:
@@ -366,8 +374,9 @@ def build_parser():
                     help="resize (default) and/or lifecycle (repeatable): " + window["help"])
     sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
     sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759")
-    sp.add_argument("--jobs", default="1",
-                    help="items at a time (forked children or worker processes), or 'auto'")
+    sp.add_argument("--jobs", default="auto",
+                    help="items at a time (forked children or worker processes), or 'auto' "
+                    "(the default: one per core)")
     sp.add_argument("--mode", choices=("fork", "fresh"),
                     help="fork: reuse the prefix (default on eventlet); fresh: new cloud per item")
     sp.add_argument("--timeout", type=_seconds,

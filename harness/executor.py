@@ -52,9 +52,17 @@ class Record:
 ITEM_TIMEOUT = 120.0
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def jobs_value(text: str) -> int:
     if text == "auto":
-        return max(1, os.cpu_count() or 1)
+        return cores()
     n = int(text)
     if n < 1:
         raise ValueError(text)

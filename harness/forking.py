@@ -23,8 +23,8 @@ What makes a forked child sound (see ../shared/notes/prefix-reuse-facts.md):
 oslo.db must not drop connections made under another pid (the cloud
 disables that guard: the databases are in-memory), the eventlet hub gets a
 fresh epoll object in the child and its ``tpool`` runs calls inline (the
-pool's OS threads are gone; libvirt calls go through it), RPC deadlines are
-long (Cloud sets ``rpc_response_timeout``), every child has a watchdog and
+pool's OS threads are gone; libvirt calls go through it), Nova's clocks
+stand still while a process is held (:func:`nova_held`), every child has a watchdog and
 the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
 copying the heap.
 
@@ -33,6 +33,7 @@ it uses fresh environments (:func:`harness.campaign.run_item`).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import hashlib
@@ -84,6 +85,40 @@ def _fresh_hub():
             if fileno not in parents:
                 hub.register(fileno, new=True)
 
+
+@contextlib.contextmanager
+def nova_held():
+    """Nova's clocks stand still while the harness holds this process.
+
+    A fork parent waits for its children (and a child for a CPU slot) with
+    Nova frozen mid-call: its RPC reply waits, heartbeats and every other
+    eventlet timer would otherwise expire after as much wall time as the
+    campaign's size, core count and ``--jobs`` allow (measured: 150 of 387
+    bystander items ended in MessagingTimeout at ``--jobs 1``). On release,
+    every pending hub timer moves later by the time held, so to Nova no time
+    passed. The shift is uniform, so the timer heap stays a heap; the lists
+    are edited in place because the hub may hold them in a local.
+    """
+    started = _time.monotonic()
+    try:
+        yield
+    finally:
+        _shift_timers(_time.monotonic() - started)
+
+
+def _shift_timers(seconds: float) -> None:
+    try:
+        from eventlet import hubs
+    except ImportError:  # pragma: no cover
+        return
+    hub = hubs.get_hub()
+    for timers in (hub.timers, hub.next_timers):
+        timers[:] = [(when + seconds, timer) for when, timer in timers]
+
+
+#: test hook (tests/test_soundness.py): seconds the top fork parent holds Nova
+#: still at its first branch, longer than any of Nova's own timeouts
+HOLD_ENV = "NOVA_CHAOS_SELFTEST_HOLD"
 
 #: one line per sweep: did the uninjected parent stay clean and on its recorded
 #: trace while its children ran? (its own checks ran at every phase)
@@ -185,6 +220,10 @@ class Brancher:
 
     def _wait(self, done):
         """Poll children until ``done()``, giving this process's slot back meanwhile."""
+        with nova_held():
+            self._wait_held(done)
+
+    def _wait_held(self, done):
         self.slots.release()
         streamed = time.monotonic()
         try:
@@ -225,7 +264,8 @@ class Brancher:
         _fresh_hub()
         conf.CONF.set_override("instances_path", fs)
         self.slots.forget()
-        self.slots.acquire()
+        with nova_held():
+            self.slots.acquire()
 
         self.rearm(life, where)
 
@@ -359,6 +399,7 @@ class _BranchingInjector(injection.Injector):
             for t in targets}
         chosen = self.sweep.brancher.branch(list(lives), lambda: self.run.where, lives)
         if chosen is None:                      # the parent: carry on to the next point
+            self._selftest_hold()
             return
         target = chosen[1]
         started = time.monotonic()
@@ -367,6 +408,13 @@ class _BranchingInjector(injection.Injector):
             self.run.before_ending = lambda run: self._branch_endings(run, point, target)
         self.run.at_end = lambda run: self._report_and_exit(run, point, target, started)
         super()._on_point(point)                # inject here, then carry on
+
+    def _selftest_hold(self):
+        seconds = float(os.environ.get(HOLD_ENV) or 0)
+        if seconds and self.ending_parent is None and not getattr(self, "held", False):
+            self.held = True
+            with nova_held():
+                _time.sleep(seconds)
 
     def _branch_ending_parents(self, run):
         """At VERIFY_RESIZE (uninjected parent): one ending-parent per ending with points."""

@@ -31,6 +31,7 @@ class Injection:
     point_id: str
     target: str
     detail: bool = False       # record what the periodic changed (replay)
+    hosts: list = dataclasses.field(default_factory=list)     # where it must fire (at the point)
     fired_at: list = dataclasses.field(default_factory=list)  # "host (now|deferred)"
     changes: dict = dataclasses.field(default_factory=dict)   # host -> [(path, before, after)]
 
@@ -56,7 +57,9 @@ class Injector(fixtures.Fixture):
         inj = self.injection
         if inj is None or point.id != inj.point_id:
             return
-        for host in dict.fromkeys(self.tracer.host_of_role(r) for r in _TARGET_ROLES[inj.target]):
+        inj.hosts = list(dict.fromkeys(self.tracer.host_of_role(r)
+                                       for r in _TARGET_ROLES[inj.target]))
+        for host in inj.hosts:
             lock = f"compute_resources@{host}"
             periodic = lambda h=host, how="now", stage=point.stage: self._periodic(h, how, stage)  # noqa: E731
             if lock in self.tracer.held:

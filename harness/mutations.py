@@ -36,7 +36,43 @@ class Bug1944759(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch("nova.objects.instance.Instance.save", save))
 
 
-MUTATIONS = {"1944759": Bug1944759}
+class VanishOnConfirm(fixtures.Fixture):
+    """Self-test sabotage (no upstream bug): a Nova that crashes the ending.
+
+    Once any ``update_available_resource`` has run, the source's
+    ``confirm_resize`` deletes the instance instead of confirming, so the
+    API forgets the server while the harness waits for it to go ACTIVE. An
+    uninjected run never calls the periodic before its ending, so discovery
+    is clean; every confirm item whose injection ran before the confirm must
+    come out ``error`` (it never reaches its after-confirm checkpoint) in
+    every mode -- never ``pass`` on the checkpoints it did reach.
+    """
+
+    description = "self-test: the server vanishes mid-confirm once a periodic ran"
+
+    def _setUp(self):
+        from nova.compute import manager
+        real_periodic = manager.ComputeManager.update_available_resource
+        real_confirm = manager.ComputeManager.confirm_resize
+        state = {"periodic": False}
+
+        def periodic(compute, *args, **kwargs):
+            state["periodic"] = True
+            return real_periodic(compute, *args, **kwargs)
+
+        def confirm_resize(compute, context, instance, migration):
+            if state["periodic"]:
+                instance.destroy()
+                return None
+            return real_confirm(compute, context, instance=instance, migration=migration)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.manager.ComputeManager.update_available_resource", periodic))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.manager.ComputeManager.confirm_resize", confirm_resize))
+
+
+MUTATIONS = {"1944759": Bug1944759, "selftest-vanish": VanishOnConfirm}
 
 
 def get(name: str):

@@ -21,7 +21,7 @@ import fixtures
 
 from harness import checks, ledger, views
 from harness.cloud import Cloud, deadline_guard
-from harness.errors import HarnessError, ScenarioFailed, UnknownChoice
+from harness.errors import ScenarioFailed, UnknownChoice
 
 
 @dataclasses.dataclass
@@ -40,6 +40,7 @@ class RunResult:
     ending: str
     checkpoints: list = dataclasses.field(default_factory=list)
     error: str | None = None
+    stopped_at: str | None = None  # where the run was when it could not go on
     seconds: float = 0.0
     notes: list = dataclasses.field(default_factory=list)
     log_text: str = ""      # Nova's log after start-up: read only if the verdict needs it
@@ -56,13 +57,18 @@ class RunResult:
         """Nova's last warnings and errors; computed on demand (only failures keep them)."""
         return warnings_in(self.log_text)
 
+    def missing(self, planned) -> list:
+        """The planned checkpoints this run never reached, in plan order."""
+        reached = {cp.name for cp in self.checkpoints}
+        return [name for name in planned if name not in reached]
+
     def report(self) -> str:
         lines = []
         for cp in self.checkpoints:
             lines.append(f"  {cp.name}: {'ok' if cp.passed else f'{len(cp.findings)} finding(s)'}")
             lines += [f"    {f.line()}" for f in cp.findings]
         if self.error:
-            lines.append(f"  error: {self.error}")
+            lines.append(f"  error at {self.stopped_at}: {self.error}")
         return "\n".join(lines)
 
 
@@ -85,6 +91,15 @@ class Run:
         self._setup_log = 0  # length of the log when the cloud was up
         self.ending_error = None
         self.tracer = None
+
+    def planned(self) -> list:
+        """The checkpoints every run of this scenario and ending must reach, in order.
+
+        A run that stops short of one (Nova raised, a wait gave up, the
+        process died) proved nothing past it: its item is an error, never a
+        pass, whatever the checkpoints it did reach say.
+        """
+        return ["after-boot", "verify-resize", f"after-{self.ending}", "after-delete"]
 
     # -- checking --------------------------------------------------------------
     def ledger(self, name: str):
@@ -140,26 +155,42 @@ class Run:
 
     # -- the scenario ----------------------------------------------------------
     def execute(self, instrument=None) -> RunResult:
+        """Run the scenario; whatever happens, return a result that says how far it got.
+
+        Anything Nova (or the test stack under it) raises ends the run with
+        ``result.error`` and ``result.stopped_at`` set, never a traceback:
+        :meth:`planned` then names what the run did not reach.
+        """
         started = time.monotonic()
-        with fixtures.Fixture() as scope:
+        scope = fixtures.Fixture()
+        scope.setUp()
+        try:
+            scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
+            self.cloud = scope.useFixture(Cloud(self.scenario))
+            self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise
+            if instrument is not None:
+                scope.useFixture(instrument(self))
+            self._steps()
+        except ScenarioFailed as exc:
+            self._stopped(str(exc))
+        except Exception as exc:
+            self._stopped(f"{type(exc).__name__}: {_first_line(exc)}")
+        finally:
+            self.result.seconds = time.monotonic() - started
+            if getattr(self, "cloud", None) is not None:
+                self.result.log_text = self.cloud.log_text()[self._setup_log:]
+            if self.at_end is not None:
+                self.at_end(self)
             try:
-                scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
-                self.cloud = scope.useFixture(Cloud(self.scenario))
-                self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise
-                if instrument is not None:
-                    scope.useFixture(instrument(self))
-                self._steps()
-            except ScenarioFailed as exc:
-                self.result.error = str(exc)
-            except HarnessError as exc:
-                self.result.error = f"{type(exc).__name__}: {exc}"
-            finally:
-                self.result.seconds = time.monotonic() - started
-                if getattr(self, "cloud", None) is not None:
-                    self.result.log_text = self.cloud.log_text()[self._setup_log:]
-                if self.at_end is not None:
-                    self.at_end(self)
+                scope.cleanUp()
+            except Exception as exc:  # a Nova that misbehaved may not tear down cleanly
+                if self.result.error is None:
+                    self.where = "tearing down the cloud"
+                    self._stopped(f"{type(exc).__name__}: {_first_line(exc)}")
         return self.result
+
+    def _stopped(self, why: str) -> None:
+        self.result.error, self.result.stopped_at = why, self.where
 
     def _steps(self):
         cloud, scen = self.cloud, self.scenario
@@ -190,6 +221,11 @@ class Run:
             self.where = f"delete {boot.server}"
             cloud.delete(boot.server)
         self.checkpoint("after-delete", self.ledger("after-delete"), converge=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines() or [""])[0][:300]
 
 
 _LEVEL = re.compile(r"^\S+ \S+ (WARNING|ERROR|CRITICAL) ")

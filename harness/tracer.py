@@ -208,14 +208,18 @@ class Tracer(fixtures.Fixture):
             if tracer.open:
                 tracer.call("lock", f"lock.{_UUID.sub('<uuid>', name.split('@')[0])}",
                             lambda: None, (), {}, frame)
-            with real_lock(name, *args, **kwargs) as held:
-                tracer.held[name] = threading.get_ident()
-                try:
-                    yield held
-                finally:
-                    tracer.held.pop(name, None)
-            for callback in tracer.on_release.pop(name, ()):
-                callback()
+            acquired = False
+            try:
+                with real_lock(name, *args, **kwargs) as held:
+                    acquired = True
+                    tracer.held[name] = threading.get_ident()
+                    try:
+                        yield held
+                    finally:
+                        tracer.held.pop(name, None)
+            finally:  # a periodic waiting on the lock runs at release, whatever the body did
+                for callback in tracer.on_release.pop(name, ()) if acquired else ():
+                    callback()
         return lock
 
     def _make_boundary(self, method):

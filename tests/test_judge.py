@@ -1,0 +1,86 @@
+"""A pass is proof: the verdict rules, each broken on purpose on a hand-made run.
+
+No Nova here: ``campaign.judge`` reads only what a finished run left behind,
+so every way a run can fall short is built directly and must not pass.
+"""
+import types
+
+from harness import campaign, injection, runner
+from harness.checks import Finding
+
+ITEM = campaign.Item("pinned-hugepages", "source:X.y>Instance.save#1", "both", "confirm")
+TRACE = ["source:X.y>Instance.get_by_uuid#1", "source:X.y>Instance.save#1", "dest:Z.w>notify#1"]
+HOSTS = ["host-a", "host-b"]
+
+
+def finished(checkpoints, error=None, trace=TRACE, fired=HOSTS):
+    """A run as the runner leaves it: its result, trace and injection."""
+    result = runner.RunResult("pinned-hugepages", "confirm",
+                              [runner.Checkpoint(n, []) for n in checkpoints], error=error,
+                              stopped_at="confirm vm1" if error else None)
+    run = runner.Run.__new__(runner.Run)
+    run.ending, run.result, run.where = "confirm", result, "delete vm1"
+    run.tracer = types.SimpleNamespace(points=[types.SimpleNamespace(id=p) for p in trace])
+    inj = injection.Injection(ITEM.point, ITEM.target, hosts=list(HOSTS),
+                              fired_at=[f"{h} (now)" for h in fired])
+    return campaign.judge(ITEM, run, inj, {"confirm": TRACE}, [], 0.0)
+
+
+EVERY = ["after-boot", "after-injection@host-a", "after-injection@host-b", "verify-resize",
+         "after-confirm", "after-delete"]
+
+
+def test_a_run_through_every_checkpoint_passes():
+    assert finished(EVERY).verdict == "pass"
+
+
+def test_a_run_that_stopped_is_an_error_whatever_it_reached():
+    out = finished(EVERY[:4], error="OpenStackApiNotFoundException: Item not found")
+    assert out.verdict == "error"
+    assert out.problems[0] == ("error: stopped at confirm vm1: "
+                               "OpenStackApiNotFoundException: Item not found")
+    assert "never reached checkpoint after-confirm, after-delete" in out.problems[1]
+
+
+def test_a_missing_checkpoint_is_an_error_even_without_an_exception():
+    out = finished([n for n in EVERY if n != "after-delete"])
+    assert out.verdict == "error"
+    assert out.problems == ["error: never reached checkpoint after-delete "
+                            "(the run ended at delete vm1)"]
+
+
+def test_target_both_needs_both_periodics():
+    out = finished([n for n in EVERY if n != "after-injection@host-b"], fired=["host-a"])
+    assert out.verdict == "fail"
+    assert out.problems == ["injection did not fire on host-b: its periodic was deferred "
+                            "to a lock release that never came"]
+
+
+def test_a_point_never_reached_fails():
+    out = finished([n for n in EVERY if "injection" not in n], fired=[])
+    assert out.verdict == "fail"
+    assert out.problems[0].startswith("injection did not fire: point")
+
+
+def test_a_trace_off_the_recorded_one_is_an_error():
+    out = finished(EVERY, trace=[TRACE[0], "source:X.y>Flavor.get#1", *TRACE[1:]])
+    assert out.verdict == "error"
+    assert "nondeterministic trace" in out.problems[0]
+
+
+def test_a_finding_no_entry_covers_fails():
+    result = finished(EVERY)
+    result.checkpoints[-1].findings.append(Finding("rt", "host-a pinned pCPUs", 2, 0))
+    verdict, problems, _ = campaign._verdict(ITEM, result.checkpoints, [], [], crashed=False)
+    assert verdict == "fail" and problems[0].startswith("hard finding at after-delete")
+
+
+def test_discovery_is_keyed_on_every_module_of_the_tree(tmp_path):
+    deep = tmp_path / "nova" / "virt" / "libvirt"
+    deep.mkdir(parents=True)
+    (deep / "driver.py").write_text("X = 1\n")
+    (tmp_path / "nova" / "__init__.py").write_text("")
+    before = campaign._tree_digest(str(tmp_path / "nova"))
+    (deep / "driver.py").write_text("X = 2\n")
+    campaign._tree_digest.cache_clear()
+    assert campaign._tree_digest(str(tmp_path / "nova")) != before
