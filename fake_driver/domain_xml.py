@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import xml.etree.ElementTree as ET
 
-from fake_driver.topology import parse_cpu_set
+from fake_driver.topology import SMALL_PAGE_KB, parse_cpu_set
 
 _UNIT_KB = {"k": 1, "kib": 1, "kb": 1, "m": 1024, "mib": 1024, "mb": 1024,
             "g": 1024 ** 2, "gib": 1024 ** 2, "gb": 1024 ** 2}
@@ -22,15 +22,16 @@ class Claim:
     """The exclusive resources one domain holds on its host.
 
     ``cpus``: host cell -> frozenset of exclusively pinned pCPUs;
-    ``pages``: (host cell, page size KiB) -> number of pages.
+    ``pages``: (host cell, page size KiB) -> number of pages, small (4 KiB)
+    pages included: a NUMA guest's memory comes from its host cell either way;
+    ``memory_kb``: host cell -> guest memory placed there;
+    ``shared``: host cell -> vCPUs there that float over the shared set.
     """
 
     cpus: dict
     pages: dict
-
-    @property
-    def empty(self) -> bool:
-        return not any(self.cpus.values()) and not any(self.pages.values())
+    memory_kb: dict = dataclasses.field(default_factory=dict)
+    shared: dict = dataclasses.field(default_factory=dict)
 
 
 def _kib(value: str, unit: str | None) -> int:
@@ -47,6 +48,7 @@ def parse_claim(xml: str, dedicated: frozenset, cell_of) -> Claim:
     """
     root = ET.fromstring(xml)
     cpus: dict[int, set] = collections.defaultdict(set)
+    exclusive = set()  # vCPUs with a pCPU of their own
     for pin in root.findall("./cputune/vcpupin"):
         pcpus = parse_cpu_set(pin.get("cpuset"), "vcpupin")
         for pcpu in pcpus:
@@ -54,9 +56,11 @@ def parse_claim(xml: str, dedicated: frozenset, cell_of) -> Claim:
         if len(pcpus) == 1 and pcpus <= dedicated:
             (pcpu,) = pcpus
             cpus[cell_of(pcpu)].add(pcpu)
+            exclusive.add(int(pin.get("vcpu")))
 
-    guest_mem = {int(c.get("id")): _kib(c.get("memory"), c.get("unit"))
-                 for c in root.findall("./cpu/numa/cell")}
+    numa = root.findall("./cpu/numa/cell")
+    guest_mem = {int(c.get("id")): _kib(c.get("memory"), c.get("unit")) for c in numa}
+    guest_vcpus = {int(c.get("id")): parse_cpu_set(c.get("cpus"), "numa cell cpus") for c in numa}
     host_cell = {}
     for memnode in root.findall("./numatune/memnode"):
         nodes = parse_cpu_set(memnode.get("nodeset"), "memnode")
@@ -64,15 +68,24 @@ def parse_claim(xml: str, dedicated: frozenset, cell_of) -> Claim:
             raise ValueError(f"memnode cellid={memnode.get('cellid')} spans host cells {sorted(nodes)}")
         host_cell[int(memnode.get("cellid"))] = next(iter(nodes))
 
-    pages: dict[tuple, int] = collections.Counter()
+    page_of = {}  # guest cell -> page size backing it
     for page in root.findall("./memoryBacking/hugepages/page"):
         size_kb = _kib(page.get("size"), page.get("unit"))
-        if size_kb <= 4:
-            continue  # small pages are not a hugepage pool
         nodeset = page.get("nodeset")
-        guest_cells = parse_cpu_set(nodeset, "page nodeset") if nodeset else guest_mem.keys()
-        for gcell in guest_cells:
+        for gcell in parse_cpu_set(nodeset, "page nodeset") if nodeset else guest_mem.keys():
             if gcell not in guest_mem or gcell not in host_cell:
                 raise ValueError(f"hugepages for guest cell {gcell} without cpu/numa cell or memnode")
-            pages[(host_cell[gcell], size_kb)] += guest_mem[gcell] // size_kb
-    return Claim({c: frozenset(s) for c, s in cpus.items()}, dict(pages))
+            page_of[gcell] = size_kb
+    pages: dict[tuple, int] = collections.Counter()
+    memory: dict[int, int] = collections.Counter()
+    shared: dict[int, int] = collections.Counter()
+    for gcell, kib in guest_mem.items():
+        if gcell not in host_cell:
+            continue  # not placed in a host cell: nothing of it is held per cell
+        cell = host_cell[gcell]
+        size_kb = page_of.get(gcell, SMALL_PAGE_KB)
+        pages[(cell, size_kb)] += kib // size_kb
+        memory[cell] += kib
+        shared[cell] += len(guest_vcpus[gcell] - exclusive)
+    return Claim({c: frozenset(s) for c, s in cpus.items()}, dict(pages),
+                 dict(memory), {c: n for c, n in shared.items() if n})

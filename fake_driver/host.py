@@ -111,7 +111,7 @@ class FakeLibvirtHost(fakelibvirt.Connection):
             if count > free:
                 raise _error(
                     f"host {self.topology.name}: cannot start domain '{name}': needs {count} "
-                    f"{size} KiB hugepages on cell {cell}, {free} of {total} free")
+                    f"{size} KiB pages on cell {cell}, {free} of {total} free")
         self._held[name] = (dom, dom.claim)
 
     def _mark_not_running(self, dom):
@@ -151,8 +151,9 @@ class FakeLibvirtHost(fakelibvirt.Connection):
     def ground_truth(self) -> dict:
         """Per cell: pinned pCPUs and hugepages used per size, by running domain.
 
-        ``{cell: {"cpus": frozenset, "pages": {size_kb: n},
-        "by_domain": {name: {"cpus": frozenset, "pages": {size_kb: n}}}}}``
+        ``{cell: {"cpus": frozenset, "pages": {size_kb: n}, "memory_kb": n,
+        "shared": n, "by_domain": {name: {the same, for that domain}}}}``; pages
+        include small (4 KiB) ones, ``shared`` counts floating vCPUs
         """
         return _per_cell(self.topology, {n: c for n, (_, c) in self._held.items()})
 
@@ -176,16 +177,20 @@ def _per_cell(topo: HostTopology, claims: dict) -> dict:
     for cell in topo.cells:
         by_domain = {}
         for name, claim in sorted(claims.items()):
-            cpus = claim.cpus.get(cell.id, frozenset())
-            pages = {size: n for (c, size), n in claim.pages.items() if c == cell.id and n}
-            if cpus or pages:
-                by_domain[name] = {"cpus": cpus, "pages": pages}
+            held = {"cpus": claim.cpus.get(cell.id, frozenset()),
+                    "pages": {size: n for (c, size), n in claim.pages.items() if c == cell.id and n},
+                    "memory_kb": claim.memory_kb.get(cell.id, 0),
+                    "shared": claim.shared.get(cell.id, 0)}
+            if held["cpus"] or held["pages"] or held["memory_kb"] or held["shared"]:
+                by_domain[name] = held
         pages = collections.Counter()
         for held in by_domain.values():
             pages.update(held["pages"])
         out[cell.id] = {
             "cpus": frozenset().union(*(h["cpus"] for h in by_domain.values())),
             "pages": dict(pages),
+            "memory_kb": sum(h["memory_kb"] for h in by_domain.values()),
+            "shared": sum(h["shared"] for h in by_domain.values()),
             "by_domain": by_domain,
         }
     return out

@@ -58,6 +58,10 @@ class Cell:
     hugepages: dict  # page size KiB -> number of pages
 
 
+#: the small page size: a guest cell without hugepages is backed by these
+SMALL_PAGE_KB = 4
+
+
 @dataclasses.dataclass(frozen=True)
 class HostTopology:
     """A compute host as the fake libvirt exposes it."""
@@ -79,7 +83,12 @@ class HostTopology:
         raise KeyError(cpu)
 
     def pages_total(self, cell_id: int, size_kb: int) -> int:
-        return self.cells[cell_id].hugepages.get(size_kb, 0)
+        """Pages of ``size_kb`` in the cell; 4 KiB: the memory no hugepage pool takes."""
+        cell = self.cells[cell_id]
+        if size_kb == SMALL_PAGE_KB:
+            huge = sum(size * n for size, n in cell.hugepages.items())
+            return (cell.memory_mb * 1024 - huge) // SMALL_PAGE_KB
+        return cell.hugepages.get(size_kb, 0)
 
 
 _HOST_KEYS = {"name", "cells", "sockets", "cores", "threads", "memory_mb",

@@ -60,6 +60,11 @@ def _cmp(out, name, where, expected, seen):
         out.append(Finding(name, where, expected, seen))
 
 
+#: per-cell usage beside pins and hugepages: (view key, how findings name it)
+_CELL_USAGE = (("small_pages", "small pages"), ("memory_mb", "guest memory MiB"),
+               ("shared", "floating vCPUs"))
+
+
 def _pages_total(cells: dict) -> dict:
     total = collections.Counter()
     for cell in cells.values():
@@ -79,6 +84,8 @@ def rt_matches_ledger(ctx) -> list:
         _cmp(out, "rt", f"{host} pinned pCPUs", want.pinned, pinned)
         _cmp(out, "rt", f"{host} hugepages used", dict(sorted(want.pages.items())),
              _pages_total(view["cells"]))
+        _cmp(out, "rt", f"{host} small pages used", want.small_pages,
+             sum(c["small_pages"] for c in view["cells"].values()))
         _cmp(out, "rt", f"{host} vcpus_used", want.vcpus, view["vcpus_used"])
         _cmp(out, "rt", f"{host} memory_mb_used", ctx.reserved_mb + want.memory_mb,
              view["memory_mb_used"])
@@ -95,6 +102,9 @@ def rt_matches_ledger(ctx) -> list:
                      defined[cell]["cpus"], seen["cpus"])
                 _cmp(out, "rt", f"{host} cell {cell} hugepages used (vs domains)",
                      defined[cell]["pages"], seen["pages"])
+                for key, what in _CELL_USAGE:
+                    _cmp(out, "rt", f"{host} cell {cell} {what} (vs domains)",
+                         defined[cell][key], seen.get(key, 0))
     return out
 
 
@@ -129,6 +139,8 @@ def ground_truth(ctx) -> list:
             _cmp(out, "truth", f"{host} pCPUs pinned by running domains", want.pinned, pinned)
             _cmp(out, "truth", f"{host} hugepages held by running domains",
                  dict(sorted(want.pages.items())), _pages_total(running))
+            _cmp(out, "truth", f"{host} small pages held by running domains", want.small_pages,
+                 sum(c["small_pages"] for c in running.values()))
         rt_cells = ctx.snap["rt"][host]["cells"]
         for cell, held in sorted(running.items()):
             rt = rt_cells.get(cell, {"cpus": [], "pages": {}})
@@ -138,6 +150,9 @@ def ground_truth(ctx) -> list:
             over = {s: n - rt["pages"].get(s, 0) for s, n in held["pages"].items()
                     if n > rt["pages"].get(s, 0)}
             _cmp(out, "truth", f"{host} cell {cell} hugepages held on the host beyond the RT", {}, over)
+            for key, what in _CELL_USAGE:  # a silently clamped double free shows here
+                _cmp(out, "truth", f"{host} cell {cell} {what} held on the host beyond the RT",
+                     0, max(0, held[key] - rt.get(key, 0)))
     return out
 
 

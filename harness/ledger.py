@@ -27,18 +27,21 @@ class Holding:
 @dataclasses.dataclass(frozen=True)
 class HostUsage:
     pinned: int
-    pages: dict  # size KiB -> pages
+    pages: dict  # hugepage size KiB -> pages
     vcpus: int
     memory_mb: int
+    small_pages: int = 0  # 4 KiB pages of NUMA guests without hugepages
 
     @classmethod
     def of(cls, flavors) -> "HostUsage":
-        pages = collections.Counter()
+        pages, small = collections.Counter(), 0
         for f in flavors:
             if f.page_size_kb:
                 pages[f.page_size_kb] += f.memory_mb * 1024 // f.page_size_kb
+            elif f.numa:  # Nova places its memory in host cells, from the small pages
+                small += f.memory_mb * 1024 // 4
         return cls(sum(f.dedicated_vcpus for f in flavors), dict(pages),
-                   sum(f.vcpus for f in flavors), sum(f.memory_mb for f in flavors))
+                   sum(f.vcpus for f in flavors), sum(f.memory_mb for f in flavors), small)
 
 
 def placement_resources(flavor: Flavor) -> dict:

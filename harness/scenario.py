@@ -68,6 +68,12 @@ class Flavor:
         return int(raw) if raw and str(raw).isdigit() and int(raw) > 4 else None
 
     @property
+    def numa(self) -> bool:
+        """Whether Nova gives the guest a NUMA topology (then it is held per host cell)."""
+        return self.dedicated or any(k in self.extra_specs for k in (
+            "hw:mem_page_size", "hw:numa_nodes"))
+
+    @property
     def numa_nodes(self) -> int:
         return int(self.extra_specs.get("hw:numa_nodes", 1))
 

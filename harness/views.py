@@ -1,7 +1,8 @@
 """Read the three independent views of resource usage, as plain data.
 
 * resource tracker: each host's ``ComputeNode`` row as saved (``numa_topology``
-  cells' ``pinned_cpus`` and ``mempages[*].used``, ``vcpus_used``,
+  cells' ``pinned_cpus``, ``mempages[*].used`` (hugepages and small pages),
+  ``memory_usage``, ``cpu_usage`` (floating vCPUs); ``vcpus_used``,
   ``memory_mb_used``) -- where bug 1944759 loses data;
 * placement: allocations per consumer (instance, migration) per provider,
   and each provider's usages;
@@ -11,6 +12,9 @@ Snapshots are plain dicts of sorted lists so that two of them compare with
 ``==`` and print readably.
 """
 from __future__ import annotations
+
+#: small page size (KiB): Nova's mempages and the fake host count these apart
+SMALL = 4
 
 
 def rt_view(cloud, host: str) -> dict:
@@ -23,7 +27,10 @@ def rt_view(cloud, host: str) -> dict:
         for cell in topo.cells:
             cells[cell.id] = {
                 "cpus": sorted(cell.pinned_cpus),
-                "pages": {m.size_kb: m.used for m in cell.mempages if m.size_kb > 4 and m.used},
+                "pages": {m.size_kb: m.used for m in cell.mempages if m.size_kb > SMALL and m.used},
+                "small_pages": sum(m.used for m in cell.mempages if m.size_kb == SMALL),
+                "memory_mb": cell.memory_usage,
+                "shared": cell.cpu_usage,
             }
     return {"vcpus_used": cn.vcpus_used, "memory_mb_used": cn.memory_mb_used, "cells": cells}
 
@@ -44,9 +51,13 @@ def placement_view(cloud, consumers: dict) -> dict:
 
 
 def _plain(per_cell: dict) -> dict:
-    return {cell: {"cpus": sorted(v["cpus"]), "pages": dict(sorted(v["pages"].items())),
-                   "by_domain": {n: {"cpus": sorted(d["cpus"]), "pages": d["pages"]}
-                                 for n, d in v["by_domain"].items()}}
+    """The fake host's answer in the RT view's terms: hugepages apart from small pages."""
+    def held(v):
+        return {"cpus": sorted(v["cpus"]),
+                "pages": {s: n for s, n in sorted(v["pages"].items()) if s > SMALL},
+                "small_pages": v["pages"].get(SMALL, 0), "memory_mb": v["memory_kb"] // 1024,
+                "shared": v["shared"]}
+    return {cell: dict(held(v), by_domain={n: held(d) for n, d in v["by_domain"].items()})
             for cell, v in per_cell.items()}
 
 

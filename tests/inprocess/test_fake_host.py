@@ -30,7 +30,8 @@ def test_running_domain_holds_exactly_its_claim(host):
     dom.create()
     truth = host.ground_truth()
     assert truth[1]["cpus"] == {2, 3} and truth[1]["pages"] == {2048: 256}
-    assert truth[1]["by_domain"] == {"a": {"cpus": frozenset({2, 3}), "pages": {2048: 256}}}
+    assert truth[1]["by_domain"] == {"a": {"cpus": frozenset({2, 3}), "pages": {2048: 256},
+                                           "memory_kb": 524288, "shared": 0}}
     assert truth[0]["cpus"] == frozenset() and truth[0]["pages"] == {}
     dom.destroy()
     assert host.ground_truth()[1]["cpus"] == frozenset()
@@ -52,8 +53,28 @@ def test_pin_conflict_is_a_libvirt_error(host, nova):
 def test_hugepage_exhaustion_is_a_libvirt_error(host, nova):
     from nova.tests.fixtures import libvirt as fakelibvirt
     host.defineXML(xml("a", [0], 0, mem_kib=262144 * 2)).create()     # all 256 pages of cell 0
-    with pytest.raises(fakelibvirt.libvirtError, match="needs 1 2048 KiB hugepages on cell 0, 0 of 256 free"):
+    with pytest.raises(fakelibvirt.libvirtError, match="needs 1 2048 KiB pages on cell 0, 0 of 256 free"):
         host.defineXML(xml("b", [1], 0, mem_kib=2048)).create()
+
+
+def small_xml(name, vcpus, cell, mem_kib, floating="0-1"):
+    """A NUMA guest on small pages whose vCPUs float over ``floating``."""
+    pins = "".join(f'<vcpupin vcpu="{i}" cpuset="{floating}"/>' for i in range(vcpus))
+    return f"""<domain><name>{name}</name><uuid>{name}</uuid><memory>{mem_kib}</memory>
+      <vcpu>{vcpus}</vcpu><os><type>hvm</type></os><devices/><cputune>{pins}</cputune>
+      <cpu><numa><cell id="0" cpus="0-{vcpus - 1}" memory="{mem_kib}" unit="KiB"/></numa></cpu>
+      <numatune><memnode cellid="0" nodeset="{cell}"/></numatune></domain>"""
+
+
+def test_small_page_guests_hold_their_cell_memory_and_floating_vcpus(host, nova):
+    from nova.tests.fixtures import libvirt as fakelibvirt
+    host.defineXML(small_xml("a", 2, 0, 1048576)).create()  # 1 GiB of cell 0's 1.5 GiB of 4K
+    held = host.ground_truth()[0]
+    assert held["pages"] == {4: 262144} and held["memory_kb"] == 1048576 and held["shared"] == 2
+    assert held["cpus"] == frozenset()  # floating vCPUs own no pCPU
+    with pytest.raises(fakelibvirt.libvirtError, match="needs 262144 4 KiB pages on cell 0, "
+                       "131072 of 393216 free"):
+        host.defineXML(small_xml("b", 1, 0, 1048576)).create()
 
 
 def test_unknown_pcpu_is_refused(host, nova):

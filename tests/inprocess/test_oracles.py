@@ -64,6 +64,45 @@ def test_delete_phase_is_checked_too(nova):
     assert "[truth] host-b hugepages held by running domains: expected {}, seen {2048: 32}" in lines
 
 
+def _rogue_small_page_guest(run):
+    """A NUMA guest on small pages, floating, that no resource tracker knows of."""
+    run.cloud.libvirt_host("host-b").defineXML("""<domain><name>rogue</name><uuid>rogue</uuid>
+      <memory>262144</memory><vcpu>1</vcpu><os><type>hvm</type></os><devices/>
+      <cputune><vcpupin vcpu="0" cpuset="0-1"/></cputune>
+      <cpu><numa><cell id="0" cpus="0" memory="262144" unit="KiB"/></numa></cpu>
+      <numatune><memnode cellid="0" nodeset="0"/></numatune></domain>""").create()
+
+
+def test_truth_check_catches_small_pages_memory_and_floating_vcpus_beyond_the_rt(nova):
+    """Small pages, guest memory and floating vCPUs are held per cell like hugepages:
+    a double free of any of them (Nova clamps it to zero, silently) shows here."""
+    result = run_with(_rogue_small_page_guest)
+    lines = [f.line() for f in findings(result, "truth")]
+    for what, n in (("small pages", 65536), ("guest memory MiB", 256), ("floating vCPUs", 1)):
+        assert f"[truth] host-b cell 0 {what} held on the host beyond the RT: expected 0, seen {n}" \
+            in lines, lines
+
+
+def _drop_cell_memory(run):
+    """The source's tracker forgets the guest memory and small pages of one cell."""
+    from nova import context, objects
+    ctx = context.get_admin_context()
+    cn = objects.ComputeNode.get_by_host_and_nodename(ctx, "host-a", "host-a")
+    topo = objects.NUMATopology.obj_from_db_obj(cn.numa_topology)
+    cell = next(c for c in topo.cells if c.memory_usage)
+    run.dropped_cell = cell.id
+    cell.memory_usage = 0
+    cn.numa_topology = topo._to_json()
+    cn.save()
+
+
+def test_rt_check_catches_guest_memory_lost_from_a_cell(nova):
+    result = run_with(_drop_cell_memory)
+    lines = [f.line() for f in findings(result, "rt")]
+    assert any(ln.startswith("[rt] host-a cell ") and "guest memory MiB (vs domains): expected 1024, seen 0"
+               in ln for ln in lines), lines
+
+
 def _drop_pinned_cpu(run):
     """Remove one pinned pCPU from the source's saved NUMA topology."""
     from nova import context, objects
