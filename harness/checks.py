@@ -60,6 +60,7 @@ def _cmp(out, name, where, expected, seen):
         out.append(Finding(name, where, expected, seen))
 
 
+SMALL_PAGE_KB = 4
 #: per-cell usage beside pins and hugepages: (view key, how findings name it)
 _CELL_USAGE = (("small_pages", "small pages"), ("memory_mb", "guest memory MiB"),
                ("shared", "floating vCPUs"))
@@ -78,6 +79,7 @@ def rt_matches_ledger(ctx) -> list:
     out = []
     if ctx.phase.holdings is None:
         return out
+    topologies = _topology_cells(ctx)
     for host, view in sorted(ctx.snap["rt"].items()):
         want = ctx.phase.held(host)
         pinned = sum(len(c["cpus"]) for c in view["cells"].values())
@@ -89,6 +91,14 @@ def rt_matches_ledger(ctx) -> list:
         _cmp(out, "rt", f"{host} vcpus_used", want.vcpus, view["vcpus_used"])
         _cmp(out, "rt", f"{host} memory_mb_used", ctx.reserved_mb + want.memory_mb,
              view["memory_mb_used"])
+        # exact per cell at every checkpoint with a ledger, mid-move included
+        want_cells = topologies.get(host, {})
+        for cell in sorted(set(want_cells) | set(view["cells"])):
+            want_cell, seen = want_cells.get(cell, _empty_cell()), view["cells"].get(cell, _empty_cell())
+            for key, what in (("cpus", "pinned cpus"), ("pages", "hugepages used")) + _CELL_USAGE:
+                _cmp(out, "rt", f"{host} cell {cell} {what} (vs NUMA topologies)",
+                     dict(sorted(want_cell[key].items())) if key == "pages" else want_cell[key],
+                     seen[key])
         if ctx.exact_cells:
             defined = ctx.snap["truth"][host]["defined"]
             shadowed = ctx.phase.shadowed(host)  # then domains are a lower bound only
@@ -106,6 +116,40 @@ def rt_matches_ledger(ctx) -> list:
                     _cmp(out, "rt", f"{host} cell {cell} {what} (vs domains)",
                          defined[cell][key], seen.get(key, 0))
     return out
+
+
+def _topology_cells(ctx) -> dict:
+    """host -> cell -> what the guests held there should occupy, from their NUMA topologies.
+
+    Which topology a holding stands for follows from its consumer: the
+    migration holds the move's old topology, the instance its new one while
+    a migration context exists (its current one otherwise). The ledger says
+    who holds on which host; Nova's claims say which pCPUs and pages.
+    """
+    out: dict = collections.defaultdict(lambda: collections.defaultdict(_empty_cell))
+    for h in ctx.phase.holdings:
+        numa = ctx.snap["numa"].get(h.server)
+        if numa is None:
+            continue
+        if h.consumer == "migration":
+            cells = numa["old"] or []
+        else:
+            cells = numa["new"] if numa["new"] is not None else numa["current"]
+        for c in cells:
+            mine = out[h.host][c["cell"]]
+            mine["cpus"] = sorted(set(mine["cpus"]) | set(c["cpus"]))
+            for size, n in c["pages"].items():
+                if size > SMALL_PAGE_KB:
+                    mine["pages"][size] = mine["pages"].get(size, 0) + n
+                else:
+                    mine["small_pages"] += n
+            mine["memory_mb"] += c["memory_mb"]
+            mine["shared"] += c["shared"]
+    return out
+
+
+def _empty_cell() -> dict:
+    return {"cpus": [], "pages": {}, "small_pages": 0, "memory_mb": 0, "shared": 0}
 
 
 @check("placement")

@@ -66,6 +66,45 @@ def truth_view(cloud, host: str) -> dict:
     return {"running": _plain(conn.ground_truth()), "defined": _plain(conn.defined_claims())}
 
 
+def _guest_cells(topology) -> list:
+    """An InstanceNUMATopology as what its guest holds in each host cell."""
+    if topology is None:
+        return []
+    out = []
+    for cell in topology.cells:
+        pinned = set()
+        if cell.cpu_policy not in (None, "shared"):
+            pinned = set((cell.cpu_pinning or {}).values()) | set(cell.cpuset_reserved or ())
+        size = cell.pagesize or SMALL
+        out.append({"cell": cell.id, "cpus": sorted(pinned),
+                    "pages": {size: cell.memory * 1024 // size}, "memory_mb": cell.memory,
+                    "shared": len(cell.cpuset)})
+    return out
+
+
+def topology_view(cloud) -> dict:
+    """Per server, the NUMA topologies Nova gave it: now, and the move's old and new.
+
+    Nova decided these when it claimed (the scheduler's fit, the move claim),
+    not when the resource tracker counted: they say which pCPUs and pages
+    each consumer should hold in which host cell.
+    """
+    from nova import context, exception, objects
+    ctx = context.get_admin_context()
+    out = {}
+    for server, uuid in sorted(cloud.servers.items()):
+        try:
+            inst = objects.Instance.get_by_uuid(
+                ctx, uuid, expected_attrs=["numa_topology", "migration_context"])
+        except exception.InstanceNotFound:  # deleted: it holds nothing
+            continue
+        mc = inst.migration_context
+        out[server] = {"current": _guest_cells(inst.numa_topology),
+                       "old": _guest_cells(mc.old_numa_topology) if mc else None,
+                       "new": _guest_cells(mc.new_numa_topology) if mc else None}
+    return out
+
+
 def latest_migration(cloud, server: str):
     """The server's most recent Migration object (from the database), or None."""
     from nova import context, objects
@@ -92,4 +131,5 @@ def snapshot(cloud) -> dict:
         "rt": {h: rt_view(cloud, h) for h in hosts},
         "placement": placement_view(cloud, consumers(cloud)),
         "truth": {h: truth_view(cloud, h) for h in hosts},
+        "numa": topology_view(cloud),
     }

@@ -103,6 +103,36 @@ def test_rt_check_catches_guest_memory_lost_from_a_cell(nova):
                in ln for ln in lines), lines
 
 
+def _shift_a_pin(run):
+    """Move one of the destination's pins to a free pCPU of the same cell: the count holds."""
+    from nova import context, objects
+    ctx = context.get_admin_context()
+    cn = objects.ComputeNode.get_by_host_and_nodename(ctx, "host-b", "host-b")
+    topo = objects.NUMATopology.obj_from_db_obj(cn.numa_topology)
+    cell = next(c for c in topo.cells if c.pinned_cpus)
+    free = sorted(cell.pcpuset - cell.pinned_cpus)[0]
+    run.shifted = (cell.id, min(cell.pinned_cpus), free)
+    cell.pinned_cpus = (cell.pinned_cpus - {min(cell.pinned_cpus)}) | {free}
+    cn.numa_topology = topo._to_json()
+    cn.save()
+
+
+def test_rt_cells_are_checked_against_the_numa_topologies_nova_chose(nova):
+    """Exact per cell from the guests' topologies: right count, wrong pCPU is caught,
+    and this check needs no settled domains (it runs mid-move too)."""
+    captured = {}
+
+    def shift(run):
+        _shift_a_pin(run)
+        captured.update(cell=run.shifted)
+    result = run_with(shift)
+    cell, old, new = captured["cell"]
+    lines = [f.line() for f in findings(result, "rt")]
+    assert not any("host-b pinned pCPUs" in ln for ln in lines)  # the total is right
+    assert any(ln.startswith(f"[rt] host-b cell {cell} pinned cpus (vs NUMA topologies)")
+               and str(new) in ln for ln in lines), lines
+
+
 def _drop_pinned_cpu(run):
     """Remove one pinned pCPU from the source's saved NUMA topology."""
     from nova import context, objects
