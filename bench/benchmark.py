@@ -2,6 +2,7 @@
 
     python bench/benchmark.py            # quick: samples, about 10 minutes on 2 cores
     python bench/benchmark.py --full     # the whole default campaign every way, ~40 minutes
+    python bench/benchmark.py --against REF   # cost per item vs the harness at git REF
 
 Prints, for one scenario (default: the card's), each number and the ratio
 against its target (issue 6):
@@ -93,10 +94,10 @@ class PrivateMemory:
         return max(self.peak.values(), default=0) / 1024
 
 
-def timed(cmd, sample_memory=False, ok=(0, 1)) -> tuple:
-    """Run ``cmd``; return (wall seconds, completed stdout, peak private MiB or None)."""
+def timed(cmd, sample_memory=False, ok=(0, 1), root=ROOT) -> tuple:
+    """Run ``cmd`` in ``root``; return (wall seconds, completed stdout, peak private MiB or None)."""
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=root, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     if sample_memory:
         with PrivateMemory(proc.pid) as mem:
@@ -115,11 +116,11 @@ def nova_chaos(*args) -> list:
     return [sys.executable, "-m", "harness", *args]
 
 
-def campaign(scenario, jobs, mode, points, report, memory=False, extra=()) -> dict:
+def campaign(scenario, jobs, mode, points, report, memory=False, extra=(), root=ROOT) -> dict:
     args = ["run", scenario, "--jobs", str(jobs), "--mode", mode, "--json", report, *extra]
     for p in points:
         args += ["--point", p]
-    wall, _, mib = timed(nova_chaos(*args), sample_memory=memory)
+    wall, _, mib = timed(nova_chaos(*args), sample_memory=memory, root=root)
     with open(report) as fh:
         items = json.load(fh)["items"]
     return {"wall": wall, "items": len(items), "mib": mib,
@@ -205,6 +206,34 @@ def measure_inprocess(scenario: str, reps: int) -> dict:
             "rest_fraction": med(traced, "rest_fraction")}
 
 
+def against(ref: str, scen: str, tmp: str, reps: int) -> None:
+    """Per item, this harness vs the one at git ``ref`` (same Nova, same items), interleaved.
+
+    What the harness's own work (checks, tracing, scheduling) costs on top
+    of an earlier version: issue 13's stricter oracles must cost <= 15 %.
+    """
+    other = os.path.join(tmp, "against")
+    subprocess.run(["git", "worktree", "add", "--detach", other, ref], cwd=ROOT, check=True,
+                   capture_output=True)
+    try:
+        timed(nova_chaos("points", scen), root=other)  # its own discovery cache
+        walls: dict = {"this": [], ref: []}
+        for rep in range(reps):
+            for name, root in (("this", ROOT), (ref, other)):
+                run = campaign(scen, 1, "fork", SAMPLE_POINTS,
+                               os.path.join(tmp, f"against-{rep}-{len(walls[name])}.json"),
+                               root=root)
+                walls[name].append(run["wall"] / run["items"])
+        mine, theirs = statistics.median(walls["this"]), statistics.median(walls[ref])
+        print(f"\nper item, fork mode, 1 job, {run['items']} items, medians of {reps}: "
+              f"this {mine:.2f} s, {ref} {theirs:.2f} s")
+        print(ratio_line(f"extra cost per item vs {ref}", f"{mine / theirs - 1:+.1%}", "<= 15%",
+                         mine / theirs - 1 <= 0.15))
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", other], cwd=ROOT,
+                       capture_output=True)
+
+
 def ratio_line(label, value, target, ok) -> str:
     return f"  {label:58} {value:>10}   target {target:<10} {'MET' if ok else 'MISSED'}"
 
@@ -215,6 +244,9 @@ def main(argv=None) -> int:
     p.add_argument("--full", action="store_true", help="whole default campaign every way")
     p.add_argument("--reps", type=int, default=3, help="uninjected runs per variant")
     p.add_argument("--inprocess", help=argparse.SUPPRESS)
+    p.add_argument("--against", metavar="GIT_REF",
+                   help="only compare the cost per item with the harness at GIT_REF "
+                   "(e.g. the commit before a change to the checks)")
     args = p.parse_args(argv)
     if args.inprocess:
         out = measure_inprocess(args.inprocess, args.reps)
@@ -225,6 +257,9 @@ def main(argv=None) -> int:
           f"{'full' if args.full else 'quick'} mode")
     timed(nova_chaos("points", scen))  # warm the discovery cache (not timed below)
     tmp = tempfile.mkdtemp(prefix="nova-chaos-bench-")
+    if args.against:
+        against(args.against, scen, tmp, args.reps)
+        return 0
     sample = [] if args.full else list(SAMPLE_POINTS)
 
     # floor and instrumentation overhead

@@ -76,7 +76,8 @@ class ItemResult:
             "fired": self.fired, "problems": self.problems, "known": self.known,
             "findings": [{"checkpoint": cp.name, "check": f.check, "where": f.where,
                           "expected": repr(f.expected), "seen": repr(f.seen),
-                          "class": known.classify(f)} for cp in self.checkpoints for f in cp.findings],
+                          "value": known.value_of(f), "class": known.classify(f)}
+                         for cp in self.checkpoints for f in cp.findings],
             "replay": self.item.replay_command(),
             # evidence for a failure that may not replay: what Nova warned of, in order
             **({"log": self.log} if getattr(self, "log", None) else {}),
@@ -254,6 +255,28 @@ def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
             for e in endings if p in reached[e]]
 
 
+def every_item(scen, mutation=None) -> tuple:
+    """``(items, traces by key)``: every item of both windows, as a run of both sweeps it.
+
+    The lifecycle's calls that the card's window also has keep the card's
+    ids (:func:`as_narrower`); imports Nova (discovery).
+    """
+    from harness.tracer import WINDOWS
+    targets, endings = choose(scen)
+    card = discover(scen, DEFAULT_WINDOW)
+    traces_by = {trace_key(scen.name, DEFAULT_WINDOW): card}
+    out = items(scen, card, targets, endings, mutation)
+    for window in WINDOWS:
+        if window == DEFAULT_WINDOW:
+            continue
+        wide = discover(scen, window)
+        traces_by[trace_key(scen.name, window)] = wide
+        have = set(out)
+        out += [i for i in as_narrower(items(scen, wide, targets, endings, mutation, window=window),
+                                       wide, DEFAULT_WINDOW, card) if i not in have]
+    return out, traces_by
+
+
 def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW):
     _check_window(window)
     for t in targets:
@@ -349,13 +372,6 @@ def _verdict(item, checkpoints, problems, entries, crashed) -> tuple:
     return verdict, problems, [f"{e.klass}: {f.line()} ({e.reason})" for e, f in known_pairs]
 
 
-class _Shown(str):
-    """A value as a report printed it (its repr), standing in for the value."""
-
-    def __repr__(self):
-        return str(self)
-
-
 def rejudge(record: dict, entries) -> dict:
     """A stored item result (report JSON) judged again against ``entries``.
 
@@ -363,12 +379,11 @@ def rejudge(record: dict, entries) -> dict:
     report are all that judging needs, so nothing is run again. Problems that
     did not come from findings (errors, a missed point, a diverged trace) stay.
     """
-    from harness.checks import Finding
     from harness.runner import Checkpoint
     checkpoints = {}
     for f in record.get("findings", []):
         checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(
-            Finding(f["check"], f["where"], _Shown(f["expected"]), _Shown(f["seen"])))
+            known.stored_finding(f))
     if record["verdict"] == "error":  # nothing was judged: it stays as it was
         return record
     own = [p for p in record["problems"] if not p.startswith(_FROM_FINDINGS)]

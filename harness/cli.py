@@ -124,6 +124,8 @@ def cmd_run(args) -> int:
     if args.resume and not args.json:
         raise UsageError("--resume needs --json FILE (the report to resume)")
     todo = _campaigns(args)
+    from harness import known
+    known.load()  # a malformed known-findings file is one line now, not an error per item
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
     info = _load(args.backend)
@@ -255,6 +257,7 @@ def cmd_replay(args) -> int:
     from harness import campaign, known, scenario
     item = campaign.Item.parse(args.id)
     scen = scenario.load(item.scenario)
+    known.load()
     campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
     _load(args.backend)
     traces = campaign.discover(scen, item.window)
@@ -315,6 +318,59 @@ def cmd_rejudge(args) -> int:
         meta["rejudged"] = os.path.abspath(args.known or known.KNOWN_FILE)
         report.atomic_write(args.json, json.dumps({"meta": meta, "items": after}, indent=2))
     return EXIT_FINDINGS if now["fail"] or now["error"] else EXIT_OK
+
+
+def cmd_known(args) -> int:
+    """Every known-findings entry still reproduces, on one sampled item each.
+
+    The sample is the first item, in campaign order (scenarios by name, the
+    card's window first), that the entry applies to: cheap enough for CI, so
+    a Nova that stopped doing what an entry says fails there, not only in
+    the full campaign. A sampled item must come out ``known``.
+    """
+    from harness import campaign, executor, known, scenario
+    if args.known and not os.path.isfile(args.known):
+        raise UsageError(f"known-findings file {args.known} does not exist")
+    entries = known.load(args.known) if args.known else known.load()
+    try:
+        jobs = executor.jobs_value(args.jobs)
+    except ValueError:
+        raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
+    _load(args.backend)
+    started = time.monotonic()
+    samples, traces_by = {}, {}
+    for name in scenario.available():
+        wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name) and k not in samples]
+        if not wanted:
+            continue
+        items, traces = campaign.every_item(scenario.load(name))
+        traces_by.update(traces)
+        for k in wanted:
+            samples[k] = next((i for i in items if entries[k].applies(i)), None)
+    todo = list(dict.fromkeys(i for i in samples.values() if i is not None))
+    print(f"{len(entries)} entries, {len(todo)} sampled items", file=sys.stderr)
+    results = {r.item: r for r in executor.run_items(
+        todo, traces_by, jobs, args.backend, lambda r: None, None, executor.ITEM_TIMEOUT)}
+    bad = 0
+    for k, entry in enumerate(entries):
+        item = samples.get(k)
+        record = results.get(item)
+        ok = record is not None and record.verdict == "known"
+        bad += not ok
+        what = (f"entry {k} ({', '.join(entry.scenarios)}; {entry.reason[:60]})")
+        if item is None:
+            print(f"STALE {what}: applies to no item of any scenario", file=OUT)
+        elif not ok:
+            print(f"STALE {what}: {record.verdict if record else 'no result'} on "
+                  f"{item.id}", file=OUT)
+            for problem in (record.problems if record else [])[:6]:
+                print(f"    {problem}", file=OUT)
+            print(f"    {item.replay_command()}", file=OUT)
+        else:
+            print(f"ok    {what}: known on {item.id}", file=OUT)
+    print(f"{len(entries) - bad} of {len(entries)} entries reproduce "
+          f"({len(todo)} items, {time.monotonic() - started:.0f}s)", file=OUT)
+    return EXIT_FINDINGS if bad else EXIT_OK
 
 
 def cmd_baseline(args) -> int:
@@ -403,6 +459,12 @@ def build_parser():
                     help="print known-findings entries (TOML) covering exactly the failing "
                     "items, for a reviewer to check, explain and paste")
     sp.set_defaults(fn=cmd_rejudge)
+    sp = sub.add_parser("known", help="check that every known-findings entry still "
+                        "reproduces, on one sampled item each")
+    sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
+    sp.add_argument("--jobs", default="auto", help="items at a time, or 'auto' (one per core)")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=cmd_known)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
     sp.add_argument("scenario")
     sp.add_argument("--ending", action="append")

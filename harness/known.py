@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
+import re
 import tomllib
 
 from harness.errors import InvalidScenario
@@ -22,7 +23,7 @@ KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
 CLASSES = ("hard", "transient")
 _KEYS = {"scenario", "points", "targets", "endings", "mutation", "expect", "class", "reason",
          "bug", "window"}
-_EXPECT_KEYS = {"checkpoint", "check", "where"}
+_EXPECT_KEYS = {"checkpoint", "check", "where", "seen"}
 
 #: legacy counters that every periodic rebuilds from scratch
 _LEGACY = ("vcpus_used", "memory_mb_used")
@@ -48,29 +49,74 @@ class Entry:
     endings: tuple
     mutation: str
     window: str
-    expect: tuple  # ((checkpoint glob, check, where glob), ...), each must be seen
+    expect: tuple  # ((checkpoint glob, check, where glob, values), ...), each must be seen
     klass: str
     reason: str
     bug: str
 
+    def covers_scenario(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, s) for s in self.scenarios)
+
     def applies(self, item) -> bool:
-        return (any(fnmatch.fnmatchcase(item.scenario, s) for s in self.scenarios)
+        return (self.covers_scenario(item.scenario)
                 and any(fnmatch.fnmatchcase(item.point, p) for p in self.points)
                 and item.target in self.targets and item.ending in self.endings
                 and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
                 and fnmatch.fnmatchcase(item.window, self.window))
 
     def covering(self, checkpoint: str, finding):
-        """Index of the expectation that covers this finding, or None."""
-        for i, (cp, check, where) in enumerate(self.expect):
+        """Index of the expectation that covers this finding, or None.
+
+        Value-exact: the place (checkpoint, check, where) must match *and*
+        the finding's value must be one the entry names; the same place with
+        another value is a new finding. ``after-delete`` is matched only by
+        an expectation that names it: "everything back to zero" is not
+        absorbed by a ``*``.
+        """
+        for i, (cp, check, where, values) in enumerate(self.expect):
             if (fnmatch.fnmatchcase(checkpoint, cp) and finding.check == check
-                    and fnmatch.fnmatchcase(finding.where, where)):
+                    and (checkpoint != "after-delete" or cp == "after-delete")
+                    and fnmatch.fnmatchcase(finding.where, where)
+                    and value_of(finding) in values):
                 return i
         return None
 
     def describe(self, index: int) -> str:
-        cp, check, where = self.expect[index]
-        return f"{self.klass} [{check}] {where} at {cp}: {self.reason}"
+        cp, check, where, values = self.expect[index]
+        return f"{self.klass} [{check}] {where} = {' or '.join(values)} at {cp}: {self.reason}"
+
+
+class _Shown(str):
+    """A value as a report printed it (its repr), standing in for the value."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def stored_finding(record: dict):
+    """A finding of a stored report (JSON), its values as the report printed them."""
+    from harness.checks import Finding
+    return Finding(record["check"], record["where"], _Shown(record["expected"]),
+                   _Shown(record["seen"]))
+
+
+_CAUSE = re.compile(r"<- (\w+)")
+
+
+def value_of(finding) -> str:
+    """What a finding saw, as a known-findings entry names it.
+
+    ``repr(seen)``; for a convergence finding ``repr(before) -> repr(after)``
+    (the damage is the before); for a log finding the exceptions its lines
+    end in (``CPUPinningInvalid``), or ``no exception`` -- the log text
+    itself carries addresses and times. Works on a stored report's values
+    too (their repr is the text the report printed).
+    """
+    if finding.check == "logs":
+        return ", ".join(sorted(set(_CAUSE.findall(repr(finding.seen))))) or "no exception"
+    if finding.check == "convergence":
+        return f"{finding.expected!r} -> {finding.seen!r}"
+    return repr(finding.seen)
 
 
 def load(path: str = KNOWN_FILE) -> list:
@@ -96,8 +142,13 @@ def load(path: str = KNOWN_FILE) -> list:
         expect = []
         for x in e["expect"]:
             if set(x) != _EXPECT_KEYS:
-                raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)}")
-            expect.append((x["checkpoint"], x["check"], x["where"]))
+                raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)} "
+                                      "(seen: the value, or values, the finding showed)")
+            seen = x["seen"] if isinstance(x["seen"], list) else [x["seen"]]
+            if not seen or not all(isinstance(v, str) for v in seen):
+                raise InvalidScenario(f"{where}: seen must be a value as reports print it, "
+                                      "or a list of them")
+            expect.append((x["checkpoint"], x["check"], x["where"], tuple(seen)))
         scenarios = e["scenario"] if isinstance(e["scenario"], list) else [e["scenario"]]
         entries.append(Entry(tuple(scenarios), _points(e["points"], sets, where), tuple(e["targets"]),
                              tuple(e["endings"]), e.get("mutation", "*"),

@@ -169,17 +169,25 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
     entry applies to an item outside its group. ``reason`` is left for the
     reviewer: a proposal is not a review.
     """
+    from harness import known
     groups: dict = {}
+    values: dict = {}  # (group, place) -> every value its items showed there
     for r in records:
         if r["verdict"] != "fail" or not r.get("findings"):
             continue
         if any(" finding at " not in p for p in r["problems"]):
             continue  # errors, stale entries, diverged traces: not a finding to accept
         scen, window, point, target, ending = _id_parts(r["id"])
-        expect = tuple(sorted({(f["checkpoint"].split("@")[0] + ("@*" if "@" in f["checkpoint"] else ""),
-                                f["check"], f["where"], f["class"]) for f in r["findings"]}))
+        places = {}
+        for f in r["findings"]:
+            place = (f["checkpoint"].split("@")[0] + ("@*" if "@" in f["checkpoint"] else ""),
+                     f["check"], f["where"], f["class"])
+            places.setdefault(place, set()).add(known.value_of(known.stored_finding(f)))
+        expect = tuple(sorted(places))
         per_pair = groups.setdefault((scen, window, expect), {})
         per_pair.setdefault((target, ending), []).append(point)
+        for place, seen in places.items():
+            values.setdefault((scen, window, expect, place), set()).update(seen)
     out = []
     for (scen, window, expect), per_pair in groups.items():
         blocks: dict = {}  # (points, ending) -> targets; then (points, targets) -> endings
@@ -197,10 +205,17 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
                 out += [f'    "{p}",' for p in _named(points, sets or {})]
                 out += ["]", f"targets = {list(targets)!r}".replace("'", '"'),
                         f"endings = {sorted(endings)!r}".replace("'", '"'), "expect = ["]
-                out += [f'    {{ checkpoint = "{cp}", check = "{check}", where = "{where}" }},'
-                        for cp, check, where, _ in mine]
+                for place in mine:
+                    cp, check, where, _ = place
+                    seen = _toml_strings(values[(scen, window, expect, place)])
+                    out.append(f'    {{ checkpoint = "{cp}", check = "{check}", '
+                               f'where = "{where}", seen = {seen} }},')
                 out += ["]", f'class = "{klass}"', 'reason = "TODO: why clean Nova does this"', ""]
     return "\n".join(out)
+
+
+def _toml_strings(values) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in sorted(values)) + "]"
 
 
 def to_json(results, meta: dict) -> str:

@@ -174,7 +174,7 @@ window = "lifecycle"
 points = ["dest:f>*"]
 targets = ["both"]
 endings = ["revert"]
-expect = [{ checkpoint = "after-revert", check = "rt", where = "host-a pinned pCPUs" }]
+expect = [{ checkpoint = "after-revert", check = "rt", where = "host-a pinned pCPUs", seen = "0" }]
 class = "hard"
 reason = "reviewed"
 """
@@ -203,6 +203,15 @@ def test_rejudge_applies_a_new_known_entry_without_running_anything(tmp_path):
         "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0"])
     proc = cli("rejudge", str(clean), "--known", str(known_file))
     assert proc.returncode == 0 and "known 0 -> 1" in proc.stdout, proc.stdout + proc.stderr
+    # value-exact: the same place with another value is a new finding
+    other = _report(tmp_path, [dict(finding, seen="1")], [
+        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 1"])
+    proc = cli("rejudge", str(other), "--known", str(known_file), "--json", str(out))
+    assert proc.returncode == 1 and "fail 1 -> 1" in proc.stdout, proc.stdout + proc.stderr
+    assert json.loads(out.read_text())["items"][0]["problems"] == [
+        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 1",
+        "known finding no longer reproduces: hard [rt] host-a pinned pCPUs = 0 at after-revert: "
+        "reviewed"]
 
 
 def test_rejudge_reports_an_entry_that_no_longer_reproduces(tmp_path):
@@ -235,6 +244,7 @@ def test_proposed_entries_cover_exactly_the_failing_items(tmp_path):
     # one entry per class (an entry covers findings of its own class), the host left open
     assert proposal.stdout.count("[[finding]]") == 2
     assert 'checkpoint = "after-injection@*"' in proposal.stdout
+    assert 'where = "host-a pinned pCPUs", seen = ["0"]' in proposal.stdout  # the value seen
     assert 'reason = "TODO' in proposal.stdout
     accepted = tmp_path / "accepted.toml"
     accepted.write_text(proposal.stdout)

@@ -86,7 +86,7 @@ window = "lifecycle"
 points = [{points}]
 targets = ["both"]
 endings = ["revert"]
-expect = [{{ checkpoint = "after-revert", check = "rt", where = "host-a pinned pCPUs" }}]
+expect = [{{ checkpoint = "after-revert", check = "rt", where = "host-a pinned pCPUs", seen = "0" }}]
 class = "hard"
 reason = "reviewed"
 """
@@ -107,3 +107,42 @@ def test_an_unknown_point_set_is_one_line_naming_it(tmp_path):
     path.write_text('[point_sets]\ngap = ["dest:a#1"]\n' + ENTRY.format(points='"@gaps"'))
     with pytest.raises(InvalidScenario, match=r"finding\[0\]: unknown point set '@gaps'; defined: @gap"):
         known.load(str(path))
+
+
+def test_an_expectation_without_the_value_it_saw_is_one_line(tmp_path):
+    from harness import known
+    path = tmp_path / "known.toml"
+    path.write_text(ENTRY.format(points='"dest:x#1"').replace(', seen = "0"', ""))
+    with pytest.raises(InvalidScenario, match=r"finding\[0\]: each expect needs exactly "
+                       r"\['check', 'checkpoint', 'seen', 'where'\]"):
+        known.load(str(path))
+
+
+def _finding(check, where, expected, seen):
+    from harness.checks import Finding
+    return Finding(check, where, expected, seen)
+
+
+def test_an_entry_matches_values_not_only_places(tmp_path):
+    from harness import campaign, known
+    path = tmp_path / "known.toml"
+    path.write_text(ENTRY.format(points='"dest:x#1"').replace(
+        'checkpoint = "after-revert"', 'checkpoint = "after-*"'))
+    [entry] = known.load(str(path))
+    assert entry.covering("after-revert", _finding("rt", "host-a pinned pCPUs", 2, 0)) == 0
+    assert entry.covering("after-revert", _finding("rt", "host-a pinned pCPUs", 2, 1)) is None
+    # "back to zero" after the delete is never absorbed by a glob: it must be named
+    assert entry.covering("after-delete", _finding("rt", "host-a pinned pCPUs", 2, 0)) is None
+    item = campaign.Item("pinned-hugepages", "dest:x#1", "both", "revert", window="lifecycle")
+    assert entry.applies(item)
+
+
+def test_the_value_of_a_log_finding_is_the_exception_it_names():
+    from harness import known
+    logs = _finding("logs", "log lines matching 'Error updating'", [], [
+        "2026-11-30 17:48:30,248 ERROR [nova.compute.manager] Error updating resources for node "
+        "host-b. <- CPUPinningUnknown: CPU set to pin [5, 6] must be a subset of known CPU set"])
+    assert known.value_of(logs) == "CPUPinningUnknown"
+    moved = _finding("convergence", "periodic changed rt host-b vcpus_used", 2, 4)
+    assert known.value_of(moved) == "2 -> 4"
+    assert known.value_of(_finding("rt", "host-a hugepages used", {}, {2048: 512})) == "{2048: 512}"
