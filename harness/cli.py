@@ -112,12 +112,17 @@ def _campaigns(args) -> list:
     return out
 
 
-def cmd_run(args) -> int:
-    from harness import campaign, executor, report
+def _jobs(args) -> int:
+    from harness import executor
     try:
-        jobs = executor.jobs_value(args.jobs)
+        return executor.jobs_value(args.jobs)
     except ValueError:
         raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
+
+
+def cmd_run(args) -> int:
+    from harness import campaign, executor, report
+    jobs = _jobs(args)
     timeout = executor.ITEM_TIMEOUT if args.timeout is None else args.timeout
     if not timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
@@ -332,10 +337,7 @@ def cmd_known(args) -> int:
     if args.known and not os.path.isfile(args.known):
         raise UsageError(f"known-findings file {args.known} does not exist")
     entries = known.load(args.known) if args.known else known.load()
-    try:
-        jobs = executor.jobs_value(args.jobs)
-    except ValueError:
-        raise UsageError(f"--jobs must be a positive integer or 'auto', got {args.jobs!r}") from None
+    jobs = _jobs(args)
     _load(args.backend)
     started = time.monotonic()
     samples, traces_by = {}, {}
