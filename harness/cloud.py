@@ -159,7 +159,7 @@ class Cloud(fixtures.Fixture):
                   cpu_shared_set=fmt(self.scenario.cpu_sets.shared), group="compute")
         env.flags(vcpu_pin_set=None)
         # Nova's own RPC deadlines (rpc_response_timeout) stay as Nova sets
-        # them: a fork parent's waits do not count (harness.forking.nova_held)
+        # them: the harness's own work and waits do not count (harness.nova_clock)
         # Nova behaviour that follows the wall clock, not the interleaving: a
         # forked parent lives for minutes while its children run, so neither
         # may change what a child does. Measured: the report client's 300 s

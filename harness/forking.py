@@ -24,7 +24,7 @@ oslo.db must not drop connections made under another pid (the cloud
 disables that guard: the databases are in-memory), the eventlet hub gets a
 fresh epoll object in the child and its ``tpool`` runs calls inline (the
 pool's OS threads are gone; libvirt calls go through it), Nova's clocks
-stand still while a process is held (:func:`nova_held`), every child has a watchdog and
+stand still while the harness works or waits (:mod:`harness.nova_clock`), every child has a watchdog and
 the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
 copying the heap.
 
@@ -33,7 +33,6 @@ it uses fresh environments (:func:`harness.campaign.run_item`).
 """
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import gc
 import hashlib
@@ -47,6 +46,7 @@ import time
 import fixtures
 
 from harness import campaign, injection, mutations, runner, scenario as scenario_mod
+from harness.nova_clock import held
 from harness.errors import RunTimeout
 
 
@@ -84,36 +84,6 @@ def _fresh_hub():
         for fileno in set(hub.listeners[hub.READ]) | set(hub.listeners[hub.WRITE]):
             if fileno not in parents:
                 hub.register(fileno, new=True)
-
-
-@contextlib.contextmanager
-def nova_held():
-    """Nova's clocks stand still while the harness holds this process.
-
-    A fork parent waits for its children (and a child for a CPU slot) with
-    Nova frozen mid-call: its RPC reply waits, heartbeats and every other
-    eventlet timer would otherwise expire after as much wall time as the
-    campaign's size, core count and ``--jobs`` allow (measured: 150 of 387
-    bystander items ended in MessagingTimeout at ``--jobs 1``). On release,
-    every pending hub timer moves later by the time held, so to Nova no time
-    passed. The shift is uniform, so the timer heap stays a heap; the lists
-    are edited in place because the hub may hold them in a local.
-    """
-    started = _time.monotonic()
-    try:
-        yield
-    finally:
-        _shift_timers(_time.monotonic() - started)
-
-
-def _shift_timers(seconds: float) -> None:
-    try:
-        from eventlet import hubs
-    except ImportError:  # pragma: no cover
-        return
-    hub = hubs.get_hub()
-    for timers in (hub.timers, hub.next_timers):
-        timers[:] = [(when + seconds, timer) for when, timer in timers]
 
 
 #: test hook (tests/test_soundness.py): seconds the top fork parent holds Nova
@@ -220,7 +190,7 @@ class Brancher:
 
     def _wait(self, done):
         """Poll children until ``done()``, giving this process's slot back meanwhile."""
-        with nova_held():
+        with held():
             self._wait_held(done)
 
     def _wait_held(self, done):
@@ -264,7 +234,7 @@ class Brancher:
         _fresh_hub()
         conf.CONF.set_override("instances_path", fs)
         self.slots.forget()
-        with nova_held():
+        with held():
             self.slots.acquire()
 
         self.rearm(life, where)
@@ -384,6 +354,21 @@ class _BranchingInjector(injection.Injector):
         if self.injection is not None:          # a child: behave as a plain injector
             return super()._on_point(point)
         self.run.where = f"yield point {point.id}"
+        with held():  # forking, copying and collecting are harness time, not Nova's
+            chosen = self._branch_at(point)
+        if chosen is None:                      # the parent: carry on to the next point
+            self._selftest_hold()
+            return
+        target = chosen[1]
+        started = time.monotonic()
+        self.injection = injection.Injection(point.id, target)
+        if self.ending_parent is None:          # before VERIFY_RESIZE: branch per ending there
+            self.run.before_ending = lambda run: self._branch_endings(run, point, target)
+        self.run.at_end = lambda run: self._report_and_exit(run, point, target, started)
+        super()._on_point(point)                # inject here, then carry on
+
+    def _branch_at(self, point):
+        """Fork one child per wanted target here: the variant in a child, None in the parent."""
         if self.ending_parent is None:
             if self.past_verify:
                 return
@@ -397,23 +382,13 @@ class _BranchingInjector(injection.Injector):
         lives = {(point.id, t): self.sweep.parent_bound(
             sum(i.target == t for i in self.sweep.items_at(point.id, self.ending_parent)))
             for t in targets}
-        chosen = self.sweep.brancher.branch(list(lives), lambda: self.run.where, lives)
-        if chosen is None:                      # the parent: carry on to the next point
-            self._selftest_hold()
-            return
-        target = chosen[1]
-        started = time.monotonic()
-        self.injection = injection.Injection(point.id, target)
-        if self.ending_parent is None:          # before VERIFY_RESIZE: branch per ending there
-            self.run.before_ending = lambda run: self._branch_endings(run, point, target)
-        self.run.at_end = lambda run: self._report_and_exit(run, point, target, started)
-        super()._on_point(point)                # inject here, then carry on
+        return self.sweep.brancher.branch(list(lives), lambda: self.run.where, lives)
 
     def _selftest_hold(self):
         seconds = float(os.environ.get(HOLD_ENV) or 0)
         if seconds and self.ending_parent is None and not getattr(self, "held", False):
             self.held = True
-            with nova_held():
+            with held():
                 _time.sleep(seconds)
 
     def _branch_ending_parents(self, run):

@@ -19,7 +19,7 @@ import time
 
 import fixtures
 
-from harness import checks, ledger, views
+from harness import checks, ledger, nova_clock, views
 from harness.cloud import Cloud, deadline_guard
 from harness.errors import ScenarioFailed, UnknownChoice
 
@@ -116,7 +116,8 @@ class Run:
         The harness's own reads and periodics are not Nova's path: no yield
         point is recorded while checking.
         """
-        with self.tracer.suspended() if self.tracer is not None else contextlib.nullcontext():
+        quiet = self.tracer.suspended() if self.tracer is not None else contextlib.nullcontext()
+        with quiet, nova_clock.held():  # reading and judging are harness time, not Nova's
             return self._checkpoint(name, phase, exact_cells, converge)
 
     def _checkpoint(self, name, phase, exact_cells, converge) -> Checkpoint:

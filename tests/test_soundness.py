@@ -49,7 +49,7 @@ def test_a_server_vanishing_mid_confirm_is_an_error_in_every_mode(tmp_path):
 def test_nova_clocks_stand_still_while_a_fork_parent_is_held(tmp_path):
     """Held 70 s with RPC calls in flight: longer than Nova's rpc_response_timeout
     (60 s, left as Nova sets it) and its default service_down_time. Measured
-    without harness.forking.nova_held: every item an error (MessagingTimeout)."""
+    without harness.nova_clock: every item an error (MessagingTimeout)."""
     args = ["--point", POINT, "--point", AFTER, "--target", "source", "--ending", "confirm",
             "--jobs", "1"]
     _, free, _ = _verdicts(tmp_path, "free", *args)
