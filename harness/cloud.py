@@ -158,8 +158,13 @@ class Cloud(fixtures.Fixture):
         env.flags(cpu_dedicated_set=fmt(self.scenario.cpu_sets.dedicated),
                   cpu_shared_set=fmt(self.scenario.cpu_sets.shared), group="compute")
         env.flags(vcpu_pin_set=None)
-        # Nova's own RPC deadlines (rpc_response_timeout) stay as Nova sets
-        # them: the harness's own work and waits do not count (harness.nova_clock)
+        # No Nova deadline may expire because the harness paused or starved
+        # Nova: its timers stand still while the harness works or waits
+        # (harness.nova_clock), and RPC deadlines are as long as the
+        # heartbeats' (measured: under pytest -n auto on 2 cores, Nova's 60 s
+        # expired in fork parents even so). The harness's own --timeout
+        # bounds a stuck item instead.
+        env.flags(rpc_response_timeout=SERVICE_DOWN_TIME)
         # Nova behaviour that follows the wall clock, not the interleaving: a
         # forked parent lives for minutes while its children run, so neither
         # may change what a child does. Measured: the report client's 300 s
