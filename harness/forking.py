@@ -23,8 +23,8 @@ What makes a forked child sound (see ../shared/notes/prefix-reuse-facts.md):
 oslo.db must not drop connections made under another pid (the cloud
 disables that guard: the databases are in-memory), the eventlet hub gets a
 fresh epoll object in the child and its ``tpool`` runs calls inline (the
-pool's OS threads are gone; libvirt calls go through it), Nova's clocks
-stand still while the harness works or waits (:mod:`harness.nova_clock`), every child has a watchdog and
+pool's OS threads are gone; libvirt calls go through it), no deadline
+of Nova's runs on the wall clock (Cloud: RPC and heartbeats a week), every child has a watchdog and
 the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
 copying the heap.
 
@@ -46,7 +46,6 @@ import time
 import fixtures
 
 from harness import campaign, injection, mutations, runner, scenario as scenario_mod
-from harness.nova_clock import held
 from harness.errors import RunTimeout
 
 
@@ -190,10 +189,6 @@ class Brancher:
 
     def _wait(self, done):
         """Poll children until ``done()``, giving this process's slot back meanwhile."""
-        with held():
-            self._wait_held(done)
-
-    def _wait_held(self, done):
         self.slots.release()
         streamed = time.monotonic()
         try:
@@ -234,8 +229,7 @@ class Brancher:
         _fresh_hub()
         conf.CONF.set_override("instances_path", fs)
         self.slots.forget()
-        with held():
-            self.slots.acquire()
+        self.slots.acquire()
 
         self.rearm(life, where)
 
@@ -354,8 +348,7 @@ class _BranchingInjector(injection.Injector):
         if self.injection is not None:          # a child: behave as a plain injector
             return super()._on_point(point)
         self.run.where = f"yield point {point.id}"
-        with held():  # forking, copying and collecting are harness time, not Nova's
-            chosen = self._branch_at(point)
+        chosen = self._branch_at(point)
         if chosen is None:                      # the parent: carry on to the next point
             self._selftest_hold()
             return
@@ -388,8 +381,7 @@ class _BranchingInjector(injection.Injector):
         seconds = float(os.environ.get(HOLD_ENV) or 0)
         if seconds and self.ending_parent is None and not getattr(self, "held", False):
             self.held = True
-            with held():
-                _time.sleep(seconds)
+            _time.sleep(seconds)
 
     def _branch_ending_parents(self, run):
         """At VERIFY_RESIZE (uninjected parent): one ending-parent per ending with points."""

@@ -19,7 +19,7 @@ import time
 
 import fixtures
 
-from harness import checks, ledger, nova_clock, views
+from harness import checks, ledger, views
 from harness.cloud import Cloud, deadline_guard
 from harness.errors import ScenarioFailed, UnknownChoice
 
@@ -117,7 +117,7 @@ class Run:
         point is recorded while checking.
         """
         quiet = self.tracer.suspended() if self.tracer is not None else contextlib.nullcontext()
-        with quiet, nova_clock.held():  # reading and judging are harness time, not Nova's
+        with quiet:
             return self._checkpoint(name, phase, exact_cells, converge)
 
     def _checkpoint(self, name, phase, exact_cells, converge) -> Checkpoint:

@@ -48,8 +48,7 @@ def test_a_server_vanishing_mid_confirm_is_an_error_in_every_mode(tmp_path):
 
 def test_a_fork_parent_held_far_longer_than_its_items_gives_the_same_verdicts(tmp_path):
     """Held 20 s at its first branch (ten times an item) with RPC calls in flight:
-    the same verdicts as unheld. (That Nova's timers stand still across a hold
-    is shown in-process: tests/inprocess/test_nova_clock.py.)"""
+    the same verdicts as unheld: no deadline of Nova's follows the wall clock."""
     args = ["--point", POINT, "--point", AFTER, "--target", "source", "--ending", "confirm",
             "--jobs", "1"]
     _, free, _ = _verdicts(tmp_path, "free", *args)
