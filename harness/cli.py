@@ -336,7 +336,9 @@ def cmd_known(args) -> int:
     from harness import campaign, executor, known, scenario
     if args.known and not os.path.isfile(args.known):
         raise UsageError(f"known-findings file {args.known} does not exist")
-    entries = known.load(args.known) if args.known else known.load()
+    if args.known:  # the sampled items are judged by it, in every process they run in
+        os.environ[known.KNOWN_ENV] = os.path.abspath(args.known)
+    entries = known.load()
     jobs = _jobs(args)
     _load(args.backend)
     started = time.monotonic()

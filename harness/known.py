@@ -20,6 +20,9 @@ from harness.scenario import SCENARIO_DIR
 from harness.tracer import DEFAULT_WINDOW
 
 KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
+#: another known-findings file for this process and every process it starts
+#: (``nova-chaos known --known FILE``: forked children and workers judge by it)
+KNOWN_ENV = "NOVA_CHAOS_KNOWN"
 CLASSES = ("hard", "transient")
 _KEYS = {"scenario", "points", "targets", "endings", "mutation", "expect", "class", "reason",
          "bug", "window"}
@@ -119,7 +122,8 @@ def value_of(finding) -> str:
     return repr(finding.seen)
 
 
-def load(path: str = KNOWN_FILE) -> list:
+def load(path: str | None = None) -> list:
+    path = path or os.environ.get(KNOWN_ENV) or KNOWN_FILE
     if not os.path.exists(path):
         return []
     try:
