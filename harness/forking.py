@@ -23,9 +23,9 @@ What makes a forked child sound (see ../shared/notes/prefix-reuse-facts.md):
 oslo.db must not drop connections made under another pid (the cloud
 disables that guard: the databases are in-memory), the eventlet hub gets a
 fresh epoll object in the child and its ``tpool`` runs calls inline (the
-pool's OS threads are gone; libvirt calls go through it), no deadline
-of Nova's runs on the wall clock (Cloud: RPC and heartbeats a week), every child has a watchdog and
-the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
+pool's OS threads are gone; libvirt calls go through it), no deadline of
+Nova's runs on the wall clock (Cloud: RPC and heartbeats a week), every
+child has a watchdog and the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
 copying the heap.
 
 The native-threads backend cannot fork (worker threads do not survive it):
@@ -86,7 +86,7 @@ def _fresh_hub():
 
 
 #: test hook (tests/test_soundness.py): seconds the top fork parent holds Nova
-#: still at its first branch, longer than any of Nova's own timeouts
+#: still at its first branch with a resize call in flight
 HOLD_ENV = "NOVA_CHAOS_SELFTEST_HOLD"
 
 #: one line per sweep: did the uninjected parent stay clean and on its recorded
@@ -342,6 +342,7 @@ class _BranchingInjector(injection.Injector):
         self.sweep = sweep
         self.ending_parent = None   # set in an ending-parent: the ending it runs
         self.past_verify = False    # the top parent's uninjected tail: nothing to branch
+        self.held = False           # the self-test hold happened (once per sweep)
         run.before_ending = self._branch_ending_parents
 
     def _on_point(self, point):
@@ -379,7 +380,7 @@ class _BranchingInjector(injection.Injector):
 
     def _selftest_hold(self):
         seconds = float(os.environ.get(HOLD_ENV) or 0)
-        if seconds and self.ending_parent is None and not getattr(self, "held", False):
+        if seconds and self.ending_parent is None and not self.held:
             self.held = True
             _time.sleep(seconds)
 
