@@ -60,7 +60,6 @@ def _cmp(out, name, where, expected, seen):
         out.append(Finding(name, where, expected, seen))
 
 
-SMALL_PAGE_KB = 4
 #: per-cell usage beside pins and hugepages: (view key, how findings name it)
 _CELL_USAGE = (("small_pages", "small pages"), ("memory_mb", "guest memory MiB"),
                ("shared", "floating vCPUs"))
@@ -139,10 +138,8 @@ def _topology_cells(ctx) -> dict:
             mine = out[h.host][c["cell"]]
             mine["cpus"] = sorted(set(mine["cpus"]) | set(c["cpus"]))
             for size, n in c["pages"].items():
-                if size > SMALL_PAGE_KB:
-                    mine["pages"][size] = mine["pages"].get(size, 0) + n
-                else:
-                    mine["small_pages"] += n
+                mine["pages"][size] = mine["pages"].get(size, 0) + n
+            mine["small_pages"] += c["small_pages"]
             mine["memory_mb"] += c["memory_mb"]
             mine["shared"] += c["shared"]
     return out

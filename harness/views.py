@@ -67,7 +67,7 @@ def truth_view(cloud, host: str) -> dict:
 
 
 def _guest_cells(topology) -> list:
-    """An InstanceNUMATopology as what its guest holds in each host cell."""
+    """An InstanceNUMATopology as what its guest holds in each host cell (the RT view's terms)."""
     if topology is None:
         return []
     out = []
@@ -76,9 +76,11 @@ def _guest_cells(topology) -> list:
         if cell.cpu_policy not in (None, "shared"):
             pinned = set((cell.cpu_pinning or {}).values()) | set(cell.cpuset_reserved or ())
         size = cell.pagesize or SMALL
+        pages = cell.memory * 1024 // size
         out.append({"cell": cell.id, "cpus": sorted(pinned),
-                    "pages": {size: cell.memory * 1024 // size}, "memory_mb": cell.memory,
-                    "shared": len(cell.cpuset)})
+                    "pages": {size: pages} if size > SMALL else {},
+                    "small_pages": pages if size == SMALL else 0,
+                    "memory_mb": cell.memory, "shared": len(cell.cpuset)})
     return out
 
 
