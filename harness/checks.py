@@ -44,6 +44,7 @@ class CheckContext:
     exact_cells: bool      # domains settled: RT cells must equal defined domains
     reserved_mb: int
     log_text: str
+    chosen: dict = dataclasses.field(default_factory=dict)  # server -> {"old"/"new": cells} seen last
 
 
 def check(name: str):
@@ -74,66 +75,91 @@ def _pages_total(cells: dict) -> dict:
 
 @check("rt")
 def rt_matches_ledger(ctx) -> list:
-    """The resource tracker holds exactly the ledger, per host and per cell."""
+    """The resource tracker holds exactly the ledger, per host and per cell.
+
+    Inside a step (``phase.between``) each host must hold exactly what one
+    of the settled phases around it says: a host that holds less than both
+    (the 1944759 drop) or a mix of the two is a finding, reported against
+    the nearer phase.
+    """
     out = []
-    if ctx.phase.holdings is None:
-        return out
-    topologies = _topology_cells(ctx)
     for host, view in sorted(ctx.snap["rt"].items()):
-        want = ctx.phase.held(host)
-        pinned = sum(len(c["cpus"]) for c in view["cells"].values())
-        _cmp(out, "rt", f"{host} pinned pCPUs", want.pinned, pinned)
-        _cmp(out, "rt", f"{host} hugepages used", dict(sorted(want.pages.items())),
-             _pages_total(view["cells"]))
-        _cmp(out, "rt", f"{host} small pages used", want.small_pages,
-             sum(c["small_pages"] for c in view["cells"].values()))
-        _cmp(out, "rt", f"{host} vcpus_used", want.vcpus, view["vcpus_used"])
-        _cmp(out, "rt", f"{host} memory_mb_used", ctx.reserved_mb + want.memory_mb,
-             view["memory_mb_used"])
-        # exact per cell at every checkpoint with a ledger, mid-move included
-        want_cells = topologies.get(host, {})
-        for cell in sorted(set(want_cells) | set(view["cells"])):
-            want_cell, seen = want_cells.get(cell, _empty_cell()), view["cells"].get(cell, _empty_cell())
-            for key, what in (("cpus", "pinned cpus"), ("pages", "hugepages used")) + _CELL_USAGE:
-                _cmp(out, "rt", f"{host} cell {cell} {what} (vs NUMA topologies)",
-                     dict(sorted(want_cell[key].items())) if key == "pages" else want_cell[key],
-                     seen[key])
-        if ctx.exact_cells:
-            defined = ctx.snap["truth"][host]["defined"]
-            shadowed = ctx.phase.shadowed(host)  # then domains are a lower bound only
-            for cell in sorted(defined):
-                seen = view["cells"].get(cell, {"cpus": [], "pages": {}})
-                if shadowed:
-                    _cmp(out, "rt", f"{host} cell {cell} domain pCPUs the RT does not hold",
-                         [], sorted(set(defined[cell]["cpus"]) - set(seen["cpus"])))
-                    continue
-                _cmp(out, "rt", f"{host} cell {cell} pinned cpus (vs domains)",
-                     defined[cell]["cpus"], seen["cpus"])
-                _cmp(out, "rt", f"{host} cell {cell} hugepages used (vs domains)",
-                     defined[cell]["pages"], seen["pages"])
-                for key, what in _CELL_USAGE:
-                    _cmp(out, "rt", f"{host} cell {cell} {what} (vs domains)",
-                         defined[cell][key], seen.get(key, 0))
+        if ctx.phase.holdings is not None:
+            out += _rt_host(ctx, ctx.phase, host, view)[1]
+        elif ctx.phase.between:
+            out += _nearest(_rt_host(ctx, p, host, view) for p in ctx.phase.between)
     return out
 
 
-def _topology_cells(ctx) -> dict:
+def _nearest(candidates) -> list:
+    """No findings if one alternative holds; else those of the one with fewest (the first on ties)."""
+    best = None
+    for phase_name, found in candidates:
+        if not found:
+            return []
+        if best is None or len(found) < len(best[1]):
+            best = (phase_name, found)
+    return [dataclasses.replace(f, where=f"{f.where} (nearest: {best[0]})") for f in best[1]]
+
+
+def _rt_host(ctx, phase, host, view):
+    out = []
+    want = phase.held(host)
+    pinned = sum(len(c["cpus"]) for c in view["cells"].values())
+    _cmp(out, "rt", f"{host} pinned pCPUs", want.pinned, pinned)
+    _cmp(out, "rt", f"{host} hugepages used", dict(sorted(want.pages.items())),
+         _pages_total(view["cells"]))
+    _cmp(out, "rt", f"{host} small pages used", want.small_pages,
+         sum(c["small_pages"] for c in view["cells"].values()))
+    _cmp(out, "rt", f"{host} vcpus_used", want.vcpus, view["vcpus_used"])
+    _cmp(out, "rt", f"{host} memory_mb_used", ctx.reserved_mb + want.memory_mb,
+         view["memory_mb_used"])
+    # exact per cell at every checkpoint with a ledger, mid-move included
+    want_cells = _topology_cells(ctx, phase).get(host, {})
+    for cell in sorted(set(want_cells) | set(view["cells"])):
+        want_cell, seen = want_cells.get(cell, _empty_cell()), view["cells"].get(cell, _empty_cell())
+        for key, what in (("cpus", "pinned cpus"), ("pages", "hugepages used")) + _CELL_USAGE:
+            _cmp(out, "rt", f"{host} cell {cell} {what} (vs NUMA topologies)",
+                 dict(sorted(want_cell[key].items())) if key == "pages" else want_cell[key],
+                 seen[key])
+    if ctx.exact_cells:
+        defined = ctx.snap["truth"][host]["defined"]
+        shadowed = phase.shadowed(host)  # then domains are a lower bound only
+        for cell in sorted(defined):
+            seen = view["cells"].get(cell, {"cpus": [], "pages": {}})
+            if shadowed:
+                _cmp(out, "rt", f"{host} cell {cell} domain pCPUs the RT does not hold",
+                     [], sorted(set(defined[cell]["cpus"]) - set(seen["cpus"])))
+                continue
+            _cmp(out, "rt", f"{host} cell {cell} pinned cpus (vs domains)",
+                 defined[cell]["cpus"], seen["cpus"])
+            _cmp(out, "rt", f"{host} cell {cell} hugepages used (vs domains)",
+                 defined[cell]["pages"], seen["pages"])
+            for key, what in _CELL_USAGE:
+                _cmp(out, "rt", f"{host} cell {cell} {what} (vs domains)",
+                     defined[cell][key], seen.get(key, 0))
+    return phase.name, out
+
+
+def _topology_cells(ctx, phase) -> dict:
     """host -> cell -> what the guests held there should occupy, from their NUMA topologies.
 
-    Which topology a holding stands for follows from its consumer: the
-    migration holds the move's old topology, the instance its new one while
-    a migration context exists (its current one otherwise). The ledger says
-    who holds on which host; Nova's claims say which pCPUs and pages.
+    Each holding stands for the topology Nova gave it (``Holding.topology``):
+    the move's old one (in the migration context), its new one, or the
+    instance's current one. The ledger says who holds on which host; Nova's
+    claims say which pCPUs and pages. Once the migration context is gone a
+    host may still (inside a step, rightly) hold the move's flavor: the
+    topologies Nova chose are then the ones the run saw last (``ctx.chosen``).
     """
     out: dict = collections.defaultdict(lambda: collections.defaultdict(_empty_cell))
-    for h in ctx.phase.holdings:
+    for h in phase.holdings:
         numa = ctx.snap["numa"].get(h.server)
         if numa is None:
             continue
-        if h.consumer == "migration":
-            cells = numa["old"] or []
-        else:
-            cells = numa["new"] if numa["new"] is not None else numa["current"]
+        cells = numa["current"]
+        if h.topology != "current":
+            seen_last = ctx.chosen.get(h.server, {}).get(h.topology)
+            cells = next(c for c in (numa[h.topology], seen_last, cells) if c is not None)
         for c in cells:
             mine = out[h.host][c["cell"]]
             mine["cpus"] = sorted(set(mine["cpus"]) | set(c["cpus"]))
@@ -152,10 +178,16 @@ def _empty_cell() -> dict:
 @check("placement")
 def placement_matches_ledger(ctx) -> list:
     """Placement allocations per consumer per provider, and provider usages."""
+    if ctx.phase.holdings is not None:
+        return _placement(ctx, ctx.phase)[1]
+    if ctx.phase.between:
+        return _nearest(_placement(ctx, p) for p in ctx.phase.between)
+    return []
+
+
+def _placement(ctx, phase):
     out = []
-    if ctx.phase.holdings is None:
-        return out
-    want = ctx.phase.allocations()
+    want = phase.allocations()
     seen = ctx.snap["placement"]["allocations"]
     for kind in sorted(set(want) | set(seen)):
         _cmp(out, "placement", f"allocations of {kind}", want.get(kind, {}), seen.get(kind, {}))
@@ -165,7 +197,7 @@ def placement_matches_ledger(ctx) -> list:
             usage[host].update(resources)
     for host, seen_usage in sorted(ctx.snap["placement"]["usages"].items()):
         _cmp(out, "placement", f"{host} provider usages", dict(sorted(usage[host].items())), seen_usage)
-    return out
+    return phase.name, out
 
 
 @check("truth")

@@ -344,13 +344,15 @@ def cmd_known(args) -> int:
     started = time.monotonic()
     samples, traces_by = {}, {}
     for name in scenario.available():
-        wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name) and k not in samples]
+        wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name) and samples.get(k) is None]
         if not wanted:
             continue
-        items, traces = campaign.every_item(scenario.load(name))
-        traces_by.update(traces)
-        for k in wanted:
-            samples[k] = next((i for i in items if entries[k].applies(i)), None)
+        for items, key, traces in campaign.items_per_window(scenario.load(name)):
+            traces_by[key] = traces  # a window is discovered only if an entry is still unsampled
+            for k in wanted:
+                samples[k] = samples.get(k) or next((i for i in items if entries[k].applies(i)), None)
+            if all(samples[k] is not None for k in wanted):
+                break
     todo = list(dict.fromkeys(i for i in samples.values() if i is not None))
     print(f"{len(entries)} entries, {len(todo)} sampled items", file=sys.stderr)
     results = {r.item: r for r in executor.run_items(

@@ -9,9 +9,10 @@ section), production's periodic would block on the fair lock and run as
 soon as it is released: we defer it to that release -- no deadlock, no
 silent skip. Then every check runs: against the mid-resize ledger between
 the source's ``resize_instance`` and the destination's ``finish_resize``
-(both hosts hold their flavor there), elsewhere only the checks that need
-no ledger (running domains tracked, logs clean, nothing in ERROR) -- the
-ending's checks, before any periodic, judge the rest.
+(both hosts hold their flavor there); before it (the destination's claim)
+and after it (inside the ending) each host must hold exactly what it holds
+in one of the settled phases around the step, and placement likewise
+(:class:`harness.ledger.Phase` ``between``).
 """
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ class Injector(fixtures.Fixture):
             if before is not None:
                 after = views.snapshot(self.run.cloud)
                 self.injection.changes[host] = checks.diff_snapshots(before, after)
-            phase = self.run.ledger("in-resize" if stage == "in-resize" else "in-transition")
+            phase = self.run.ledger({"in-resize": "in-resize", "prep": "in-prep"}.get(
+                stage, f"in-{self.run.ending}"))
             self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,
                                 converge=False)

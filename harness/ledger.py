@@ -22,6 +22,7 @@ class Holding:
     consumer: str
     flavor: Flavor
     running: bool = True  # whether a running domain backs it (False: shut-off source)
+    topology: str = "current"  # which NUMA topology Nova gave it: "current", the move's "old" or "new"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,13 +58,15 @@ class Phase:
     ``status``: server -> (server status, migration status or None); a server
     status of None means "anything but ERROR" (mid-operation), "DELETED"
     means the API must no longer know the server. ``holdings`` None: the
-    phase is a transition whose numbers are not pinned down (only the
-    ledger-free checks apply).
+    phase is a step between two settled phases; then each host must hold
+    exactly what one of ``between`` says it holds (the step has done its
+    work there or not yet), and placement exactly one of theirs.
     """
 
     name: str
     holdings: tuple | None
     status: dict
+    between: tuple = ()  # (Phase, Phase): the settled phases around a step
 
     def held(self, host: str) -> HostUsage:
         return HostUsage.of([h.flavor for h in self.holdings if h.host == host])
@@ -106,16 +109,19 @@ def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
     anything = {s: (None, None) for s in booted}  # mid-operation: anything but ERROR
 
     def settled(server, outcome):
-        if server not in new or outcome in (None, "revert"):
+        if server not in new or outcome is None:
             return Holding(placed[server], server, "instance", booted[server])
-        return Holding(moved[server], server, "instance", new[server])
+        if outcome == "revert":
+            return Holding(placed[server], server, "instance", booted[server], topology="old")
+        return Holding(moved[server], server, "instance", new[server], topology="new")
 
     def verify():
         out = []
         for server in booted:
             if server in new:
-                out += [Holding(placed[server], server, "migration", booted[server], running=False),
-                        Holding(moved[server], server, "instance", new[server])]
+                out += [Holding(placed[server], server, "migration", booted[server], running=False,
+                                topology="old"),
+                        Holding(moved[server], server, "instance", new[server], topology="new")]
             else:
                 out.append(settled(server, None))
         return tuple(out)
@@ -129,8 +135,12 @@ def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
         return Phase(name, verify(), status("VERIFY_RESIZE", "finished"))
     if name == "in-resize":  # between the source's resize_instance and the dest's finish_resize
         return Phase(name, verify(), anything)
-    if name == "in-transition":
-        return Phase(name, None, anything)
+    if name == "in-prep":  # the destination's claim: it holds nothing yet, or the new flavor
+        return Phase(name, None, anything, (phase(scenario, placed, moved, "after-boot"),
+                                            Phase("verify-resize", verify(), anything)))
+    if name.startswith("in-"):  # inside the ending: each host before or after its step
+        after = phase(scenario, placed, moved, f"after-{name[len('in-'):]}")
+        return Phase(name, None, anything, (Phase("verify-resize", verify(), anything), after))
     if name == "after-delete":
         return Phase(name, (), {s: ("DELETED", None) for s in booted})
     ending = name[len("after-"):]

@@ -91,6 +91,7 @@ class Run:
         self._setup_log = 0  # length of the log when the cloud was up
         self.ending_error = None
         self.tracer = None
+        self.chosen: dict = {}   # server -> {"old"/"new": NUMA cells}: the move's, as last seen
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
@@ -126,9 +127,13 @@ class Run:
         if self.before_check is not None:
             self.before_check(self, name)
         snap = views.snapshot(cloud)
+        for server, numa in snap["numa"].items():
+            self.chosen.setdefault(server, {}).update(
+                {k: numa[k] for k in ("old", "new") if numa[k] is not None})
         text = cloud.log_text()
         ctx = checks.CheckContext(cloud, phase, snap, exact_cells,
-                                  conf.CONF.reserved_host_memory_mb, text[self._log_offset:])
+                                  conf.CONF.reserved_host_memory_mb, text[self._log_offset:],
+                                  self.chosen)
         self._log_offset = len(text)
         found = checks.run_all(ctx)
         if self.ending_error is not None:

@@ -46,7 +46,7 @@ class Point:
     callee: str
     occurrence: int
     kind: str
-    stage: str = "in-resize"  # or "transition": outside resize_instance..finish_resize
+    stage: str = "in-resize"  # "prep" before resize_instance, "ending" after finish_resize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +151,7 @@ class Tracer(fixtures.Fixture):
         self.open = False
         self.closed = False
         self.core = False              # inside CORE: both hosts hold their flavor
+        self.past_core = False         # CORE has closed: the ending's steps are next
         self.held: dict = {}           # lock name -> thread ident holding it
         self.on_release: dict = collections.defaultdict(list)  # lock name -> callbacks
         self._counts = collections.Counter()
@@ -256,7 +257,7 @@ class Tracer(fixtures.Fixture):
 
     def _exit(self, method, host):
         if (method, "dest") == CORE[1] and self._is(host, "dest"):
-            self.core = False
+            self.core, self.past_core = False, True
         if self.open and any(m == method and self._is(host, r) for m, r in self.window.closes):
             self.open, self.closed = False, True
 
@@ -292,7 +293,7 @@ class Tracer(fixtures.Fixture):
                 self._counts[key] += 1
                 n = self._counts[key]
                 point = Point(f"{role}:{function}>{label}#{n}", role, function, label, n, kind,
-                              "in-resize" if self.core else "transition")
+                              self.stage())
                 self.points.append(point)
                 if self.on_point is not None:
                     with self.suspended():
@@ -302,6 +303,10 @@ class Tracer(fixtures.Fixture):
             return fn(*args, **kwargs)
         finally:
             stack.pop()
+
+    def stage(self) -> str:
+        """Where the subject's move is: "prep", "in-resize" (CORE) or "ending"."""
+        return "in-resize" if self.core else "ending" if self.past_core else "prep"
 
     def _function(self, frame) -> str:
         """The innermost Nova (non-test, non-decorator) function on the stack."""
