@@ -136,16 +136,20 @@ class Cloud(fixtures.Fixture):
     :ivar servers: scenario server name -> server uuid
     """
 
-    def __init__(self, scenario, timeout: float = 60.0):
+    def __init__(self, scenario, timeout: float = 60.0, one_thread: bool = False):
         super().__init__()
         self.scenario = scenario
         self.timeout = timeout
+        self.one_thread = one_thread  # the OneThread fixture once up (threads backend, fork)
 
     def _setUp(self):
         # in-memory databases: a forked child must keep the parent's connections,
         # which oslo.db would otherwise invalidate as "created by another pid"
         self.useFixture(fixtures.MonkeyPatch(
             "oslo_db.sqlalchemy.engines._add_process_guards", lambda engine: None))
+        if self.one_thread:  # before any service starts: they must start no thread
+            from harness.one_thread import OneThread
+            self.one_thread = self.useFixture(OneThread())
         env = _environment_class()("runTest")
         env.harness_topologies = {h.name: h for h in self.scenario.hosts}
         env.harness_dedicated = self.scenario.cpu_sets.dedicated

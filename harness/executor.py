@@ -101,8 +101,7 @@ def run_items(items, traces, jobs, backend, on_result, mode=None, timeout=ITEM_T
     if mode == "fork":
         if not forking.fork_supported():
             from harness.errors import UsageError
-            raise UsageError("--mode fork needs the eventlet backend (threads do not survive "
-                             "fork); use --mode fresh")
+            raise UsageError("--mode fork needs os.fork (not on this platform); use --mode fresh")
         return forking.sweep(items, lambda scen, window: traces[trace_key(scen.name, window)],
                              jobs, on_result, timeout)
     return run_parallel(items, traces, jobs, backend, on_result, timeout)

@@ -1,4 +1,4 @@
-"""Prefix reuse by fork: run the scenario once, branch at every point (eventlet only).
+"""Prefix reuse by fork: run the scenario once, branch at every point.
 
 The parent runs the scenario uninjected with the tracer on. At each wanted
 point it forks one child per target; the child injects the periodic there
@@ -28,8 +28,10 @@ Nova's runs on the wall clock (Cloud: RPC and heartbeats a week), every
 child has a watchdog and the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
 copying the heap.
 
-The native-threads backend cannot fork (worker threads do not survive it):
-it uses fresh environments (:func:`harness.campaign.run_item`).
+On the native-threads backend worker threads would not survive the fork:
+the parent runs the whole cloud on its one thread (:mod:`harness.one_thread`)
+and checks before every fork that no other thread is alive (an error naming
+the thread otherwise, never a hang).
 """
 from __future__ import annotations
 
@@ -155,6 +157,7 @@ class Brancher:
         self.running: dict = {}  # pid -> (variant, deadline)
         self.dead: dict = {}     # variant -> why the child did not exit cleanly
         self.on_wait = None      # called while the top process waits (results stream on)
+        self.refused = None      # why a fork was refused (Nova may swallow the exception)
         self._top = os.getpid()
 
     def branch(self, variants, where, lives=None):
@@ -164,6 +167,8 @@ class Brancher:
                 while len(self.running) >= self.limit:
                     self._wait_for_any()
                 fs = _copy_instances_path(self.scratch)
+                if _one_thread():
+                    self._require_alone(where)
                 pid = os.fork()
                 if pid == 0:
                     self._in_child(fs, where, (lives or {}).get(variant, self.timeout))
@@ -175,6 +180,14 @@ class Brancher:
             self.kill_all()
             raise
         return None
+
+    def _require_alone(self, where):
+        """Fork only a process whose one thread is this one: another's work would be lost mid-air."""
+        from harness import one_thread
+        others = one_thread.alone()
+        if others is not None:
+            self.refused = f"cannot fork at {where()}: other threads are alive: {others}"
+            raise one_thread.OneThreadConflict(self.refused)
 
     def reap(self, block=False):
         """Collect exited children; with ``block``, all of them (slot given back)."""
@@ -275,6 +288,7 @@ class ForkSweep:
         sweep = self
         run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
                          timeout=self.parent_bound(len(self.items)))
+        run.one_thread = _one_thread()
 
         class Instrument(fixtures.Fixture):
             def _setUp(self):
@@ -300,7 +314,8 @@ class ForkSweep:
                         "trace_matches": trace == self.traces[run.ending]})
         for item in self.items.values():  # no result: say why
             if item.id not in self.records:
-                why = (self.brancher.dead.get((item.point, item.target, item.ending))
+                why = (self.brancher.refused
+                       or self.brancher.dead.get((item.point, item.target, item.ending))
                        or self.brancher.dead.get((item.point, item.target))
                        or self.brancher.dead.get(("ending", item.ending)))
                 if why is None and not parent.passed:
@@ -427,8 +442,13 @@ class _BranchingInjector(injection.Injector):
 
 
 def fork_supported() -> bool:
+    """Eventlet forks as it is; native threads with the cloud on one thread (harness.one_thread)."""
+    return hasattr(os, "fork")
+
+
+def _one_thread() -> bool:
     from harness import nova_support
-    return nova_support.current_backend() == "eventlet" and hasattr(os, "fork")
+    return nova_support.current_backend() == "threads"
 
 
 def sweep(items, traces_of, jobs, on_result, timeout) -> list:

@@ -12,6 +12,16 @@ from __future__ import annotations
 import sys
 
 _KINDS = None
+#: (module, function) a thread's work starts in: an RPC server's dispatch, a
+#: looping call run as its own thread (harness.one_thread). Stack walks stop
+#: there, so a callee dispatched on its caller's thread is not taken for the
+#: caller (what it runs for, which Nova function calls) -- as on its own thread.
+THREAD_BASES = {("oslo_messaging.rpc.server", "_process_incoming"),
+                ("harness.one_thread", "as_thread")}
+
+
+def thread_base(frame) -> bool:
+    return (frame.f_globals.get("__name__"), frame.f_code.co_name) in THREAD_BASES
 
 
 def _kinds():
@@ -42,6 +52,8 @@ def current_host(frame=None, depth: int = 80) -> str | None:
         obj = frame.f_locals.get("self")
         if obj is not None and isinstance(obj, kinds):
             return host_of(obj)
+        if thread_base(frame):
+            return None
         frame, depth = frame.f_back, depth - 1
     return None
 

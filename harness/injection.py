@@ -52,6 +52,8 @@ class Injector(fixtures.Fixture):
     def _setUp(self):
         self.tracer = self.useFixture(Tracer(self.window, on_point=self._on_point))
         self.run.tracer = self.tracer
+        if self.run.cloud.one_thread:  # an RPC's callee starts with a stack of its own
+            self.run.cloud.one_thread.isolate(self.tracer._local)
 
     def _on_point(self, point):
         self.run.where = f"yield point {point.id}"

@@ -72,7 +72,28 @@ class VanishOnConfirm(fixtures.Fixture):
             "nova.compute.manager.ComputeManager.confirm_resize", confirm_resize))
 
 
-MUTATIONS = {"1944759": Bug1944759, "selftest-vanish": VanishOnConfirm}
+class StrayThread(fixtures.Fixture):
+    """Self-test sabotage (no upstream bug): a Nova that leaves a thread of its own running.
+
+    On the threads backend a fork parent must have no thread but its own
+    (harness.one_thread): forking this one would copy a process whose other
+    thread's work is lost mid-air. Every item must come out ``error``
+    naming the thread -- never a hang, never a pass.
+    """
+
+    description = "self-test: a stray thread lives beside Nova (threads backend fork refuses)"
+
+    def _setUp(self):
+        import threading
+        stop = threading.Event()
+        thread = threading.Thread(target=stop.wait, name="selftest-stray", daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 5)
+        self.addCleanup(stop.set)
+
+
+MUTATIONS = {"1944759": Bug1944759, "selftest-vanish": VanishOnConfirm,
+             "selftest-stray-thread": StrayThread}
 
 
 def get(name: str):

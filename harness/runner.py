@@ -92,6 +92,7 @@ class Run:
         self.ending_error = None
         self.tracer = None
         self.chosen: dict = {}   # server -> {"old"/"new": NUMA cells}: the move's, as last seen
+        self.one_thread = False  # the whole cloud on this thread (harness.one_thread): to fork
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
@@ -172,7 +173,7 @@ class Run:
         scope.setUp()
         try:
             scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
-            self.cloud = scope.useFixture(Cloud(self.scenario))
+            self.cloud = scope.useFixture(Cloud(self.scenario, one_thread=self.one_thread))
             self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise
             if instrument is not None:
                 scope.useFixture(instrument(self))

@@ -27,7 +27,7 @@ import threading
 import fixtures
 
 from harness import yieldpoints
-from harness.hostctx import current_host
+from harness.hostctx import current_host, thread_base
 
 #: locks that are per compute process in production but shared in-process
 PER_HOST_LOCKS = ("compute_resources",)
@@ -315,6 +315,8 @@ class Tracer(fixtures.Fixture):
             if (path.startswith(self._nova_dir) and not path.startswith(self._tests_dir)
                     and frame.f_code.co_name not in _GENERIC):
                 return frame.f_code.co_qualname.replace(".<locals>", "")
+            if thread_base(frame):
+                break
             frame = frame.f_back
         return "?"
 

@@ -48,11 +48,28 @@ def test_point_ids_agree_between_backends():
     assert len(eventlet.stdout.splitlines()) > 20
 
 
-def test_threads_backend_verdicts_match_eventlet(tmp_path):
-    eventlet = _run(tmp_path, "ev", "--ending", "confirm", "--target", "source")
-    threads = _run(tmp_path, "th", "--ending", "confirm", "--target", "source",
-                   "--backend", "threads")
-    assert eventlet == threads
+def test_threads_fork_matches_eventlet_fork_and_threads_fresh(tmp_path):
+    """Threads fork with the whole cloud on one thread: same findings as eventlet, as real threads."""
+    narrow = ["--ending", "confirm", "--ending", "revert", "--target", "source", "--target", "dest"]
+    for mutate in ([], ["--mutate", "1944759"]):
+        eventlet = _run(tmp_path, "ev", "--mode", "fork", *narrow, *mutate)
+        threads = _run(tmp_path, "th", "--mode", "fork", "--backend", "threads", *narrow, *mutate)
+        assert len(threads) == len(SAMPLE) * 4
+        assert eventlet == threads
+    one = ["--ending", "revert", "--target", "source", "--mutate", "1944759"]
+    fresh = _run(tmp_path, "thf", "--mode", "fresh", "--backend", "threads", *one)
+    assert fresh == {k: v for k, v in threads.items() if k in fresh} and len(fresh) == len(SAMPLE)
+
+
+def test_a_stray_thread_makes_threads_fork_an_error_naming_it(tmp_path):
+    report = tmp_path / "stray.json"
+    proc = cli("run", "pinned-hugepages", "--backend", "threads", "--mode", "fork",
+               "--mutate", "selftest-stray-thread", "--point", SAMPLE[0], "--target", "source",
+               "--ending", "confirm", "--json", str(report), timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    (item,) = json.loads(report.read_text())["items"]
+    assert item["verdict"] == "error"
+    assert "other threads are alive: selftest-stray" in item["problems"][0], item["problems"]
 
 
 def _pytest_outcomes(tmp_path, workers):
