@@ -139,7 +139,8 @@ def pytest_wall(workers, points) -> float:
 # -- the uninstrumented floor and the tracer's overhead (runs in a subprocess) --
 def measure_inprocess(scenario: str, reps: int) -> dict:
     from harness import nova_support
-    nova_support.select_backend("eventlet")
+    backend = nova_support.default_backend()[0]  # the one the harness's runs use by default
+    nova_support.select_backend(backend)
     nova_support.load_nova()
     from harness.cli import quiet
     quiet()
@@ -169,6 +170,7 @@ def measure_inprocess(scenario: str, reps: int) -> dict:
 
     def once(traced: bool):
         run = Timed(scen, scen.endings[0], converge_every=False)
+        run.one_thread = backend == "threads"  # as a fork parent runs it
         points = []
 
         class Up(fixtures.Fixture):

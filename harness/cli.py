@@ -53,13 +53,39 @@ def claim_stdout():
     return OUT
 
 
-def _load(backend: str):
+def _load(args):
+    """Choose the backend (``--backend``, else Nova's own default for nova-compute), load Nova.
+
+    Nova's import-time chatter (eventlet's deprecation notice, start-up INFO
+    lines) is held back: shown only if loading fails.
+    """
+    import dataclasses
+    import tempfile
+
     from harness import nova_support
     claim_stdout()
-    nova_support.select_backend(backend)
+    if args.backend:
+        why = "--backend"
+    else:
+        args.backend, why = nova_support.default_backend()
+    nova_support.select_backend(args.backend)
     warnings.filterwarnings("ignore")
-    info = nova_support.load_nova()
+    with tempfile.TemporaryFile("w+") as held:  # fd 1 is stderr too here (claim_stdout)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        for fd in saved:
+            os.dup2(held.fileno(), fd)
+        try:
+            info = nova_support.load_nova()
+        finally:
+            sys.stderr.flush()
+            sys.stdout.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
     quiet()
+    info = dataclasses.replace(info, why=why)
     print(info.banner(), file=sys.stderr)
     return info
 
@@ -76,7 +102,7 @@ def cmd_scenarios(args) -> int:
 def cmd_points(args) -> int:
     from harness import campaign, scenario
     scen = scenario.load(args.scenario)
-    _load(args.backend)
+    _load(args)
     campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
     traces = campaign.discover(scen, args.window, use_cache=not args.fresh)
     endings = args.ending or list(scen.endings)
@@ -133,7 +159,7 @@ def cmd_run(args) -> int:
     known.load()  # a malformed known-findings file is one line now, not an error per item
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
-    info = _load(args.backend)
+    info = _load(args)
     started = time.monotonic()
     items, traces_by, tables = [], {}, {}
     planned = [(scen, window, targets, endings, campaign.discover(scen, window))
@@ -264,7 +290,7 @@ def cmd_replay(args) -> int:
     scen = scenario.load(item.scenario)
     known.load()
     campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
-    _load(args.backend)
+    _load(args)
     traces = campaign.discover(scen, item.window)
     campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
                       [item.point], item.mutation, item.window)
@@ -340,7 +366,7 @@ def cmd_known(args) -> int:
         os.environ[known.KNOWN_ENV] = os.path.abspath(args.known)
     entries = known.load()
     jobs = _jobs(args)
-    _load(args.backend)
+    _load(args)
     started = time.monotonic()
     samples, traces_by = {}, {}
     for name in scenario.available():
@@ -387,7 +413,7 @@ def cmd_baseline(args) -> int:
     scen = scenario.load(args.scenario)
     endings = args.ending or list(scen.endings)
     campaign.validate(scen, {}, [], endings, [], None, args.window)
-    _load(args.backend)
+    _load(args)
     worst = EXIT_OK
     for ending in endings:
         run = runner.Run(scen, ending)
@@ -414,8 +440,9 @@ def build_parser():
     from harness.tracer import DEFAULT_WINDOW
     p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    backend = dict(default=os.environ.get("NOVA_CHAOS_BACKEND", "eventlet"), choices=BACKENDS,
-                   help="Nova concurrency backend (default: eventlet)")
+    backend = dict(default=None, choices=BACKENDS,
+                   help="Nova concurrency backend (default: the one the Nova under test runs "
+                   "nova-compute on -- threads on Nova 34 -- or $NOVA_CHAOS_BACKEND)")
     window = dict(default=DEFAULT_WINDOW, help="which stretch of the resize to sweep: 'resize' "
                   "(the design card's: source resize_instance to destination finish_resize) "
                   "or 'lifecycle' (destination prep_resize to the end of the ending)")

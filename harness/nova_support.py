@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import os
+import re
 import sys
 
 from harness.errors import NovaUnusable, UnknownChoice
@@ -30,9 +32,40 @@ class NovaInfo:
     version: str
     location: str
     backend: str
+    why: str = ""  # why this backend (the default's reason, or "--backend")
 
     def banner(self) -> str:
-        return f"nova {self.version} from {self.location} ({self.backend} backend)"
+        return (f"nova {self.version} from {self.location} ({self.backend} backend"
+                + (f": {self.why}" if self.why else "") + ")")
+
+
+#: overrides the default backend for every verb and the pytest plugin
+BACKEND_ENV = "NOVA_CHAOS_BACKEND"
+
+
+def default_backend() -> tuple:
+    """``(backend, why)``: the one the Nova under test runs nova-compute on, found without importing it.
+
+    Nova fixes its backend when first imported, so the answer is read from
+    the source of its nova-compute entry point (``nova/cmd/compute.py``:
+    ``monkey_patch.patch(backend='threading')`` on Nova 34); a Nova without
+    that line starts nova-compute on eventlet.
+    """
+    if os.environ.get(BACKEND_ENV):
+        return os.environ[BACKEND_ENV], f"${BACKEND_ENV}"
+    spec = importlib.util.find_spec("nova")
+    if spec is None or not spec.submodule_search_locations:
+        return "eventlet", "no Nova found to ask"
+    path = os.path.join(list(spec.submodule_search_locations)[0], "cmd", "compute.py")
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return "eventlet", f"{path} not readable"
+    found = re.search(r"monkey_patch\.patch\(\s*backend\s*=\s*['\"](\w+)['\"]", text)
+    if found and found.group(1) == "threading":
+        return "threads", "nova-compute's default in this Nova (native threads)"
+    return "eventlet", "nova-compute's default in this Nova (eventlet)"
 
 
 def current_backend() -> str:

@@ -38,10 +38,15 @@ def node_id(item) -> str | None:
     return None
 
 
+#: the backend chaos items run on (the option, else the Nova under test's default)
+BACKEND = pytest.StashKey[str]()
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("nova-chaos", "Nova chaos harness")
     group.addoption("--chaos-backend", default=None, choices=("eventlet", "threads"),
-                    help="Nova concurrency backend for this run (default: eventlet)")
+                    help="Nova concurrency backend for this run (default: the one the Nova "
+                    "under test runs nova-compute on, as for nova-chaos)")
     group.addoption("--chaos-target", action="append", default=None,
                     help="only these injection targets (source/dest/both)")
     group.addoption("--chaos-ending", action="append", default=None,
@@ -60,10 +65,11 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "chaos(scenario, mutation=None, window='resize', endings=None, targets=None): "
         "parametrize with the scenario's campaign items")
+    from harness import nova_support
     backend = config.getoption("--chaos-backend")
     if backend:
-        from harness import nova_support
         nova_support.select_backend(backend)
+    config.stash[BACKEND] = backend or nova_support.default_backend()[0]
     if (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
             and not getattr(config.option, "testrunuid", None)):
         import os
@@ -84,10 +90,10 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("chaos")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
-    from harness import campaign, nova_support, scenario
+    from harness import campaign, scenario
     scen = scenario.load(marker.kwargs["scenario"])
     window = marker.kwargs.get("window", campaign.DEFAULT_WINDOW)
-    traces = campaign.points_without_nova(scen, nova_support.current_backend(), window)
+    traces = campaign.points_without_nova(scen, metafunc.config.stash[BACKEND], window)
     points = campaign.union(traces)
     opt = metafunc.config.getoption
     chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
@@ -104,16 +110,16 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture
-def chaos_result(chaos_item):
+def chaos_result(chaos_item, request):
     """The item's judged result (an ``executor.Record``).
 
     The first item of a shard runs the whole shard in a worker subprocess
-    (by fork on eventlet, fresh environments on threads) and the others read
-    their result: pytest's own processes never import Nova, whose eventlet
-    monkey patching does not mix with xdist's channel threads.
+    (by fork, on either backend) and the others read their result: pytest's
+    own processes never import Nova, whose eventlet monkey patching does not
+    mix with xdist's channel threads.
     """
     if chaos_item.id not in _SHARD_RESULTS:
-        _shard_once(chaos_item)
+        _shard_once(chaos_item, request.config.stash[BACKEND])
     if chaos_item.id not in _SHARD_RESULTS:
         pytest.fail(f"the worker running {chaos_item.id} gave no result")
     return _SHARD_RESULTS.pop(chaos_item.id)
@@ -129,15 +135,14 @@ def _shared_dir() -> str:
     return path
 
 
-def _shard_once(chaos_item):
+def _shard_once(chaos_item, backend):
     """Run the item's shard unless another worker did; then load its results."""
     import fcntl
     import hashlib
     import json
     import os
 
-    from harness import campaign, executor, nova_support, scenario
-    backend = nova_support.current_backend()
+    from harness import campaign, executor, scenario
     traces = campaign.points_without_nova(scenario.load(chaos_item.scenario), backend,
                                           chaos_item.window)
     name = shard_of(chaos_item, campaign.union(traces))
@@ -162,7 +167,7 @@ def _run_shard(shard, traces, backend) -> list:
     import os
     import subprocess
     import sys
-    mode = "fork" if backend == "eventlet" and hasattr(os, "fork") else "fresh"
+    mode = "fork" if hasattr(os, "fork") else "fresh"
     proc = subprocess.run(
         [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode,
          "--jobs", str(os.cpu_count() or 1)],

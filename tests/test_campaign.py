@@ -4,7 +4,7 @@ One test item per (point, target, ending); ``pytest -n auto`` spreads them.
 """
 import pytest
 
-from harness import campaign, report, scenario
+from harness import campaign, nova_support, report, scenario
 
 SCENARIO = "pinned-hugepages"
 #: Nova 34's save that flips instance.host/node to the destination
@@ -38,7 +38,8 @@ def test_clean_nova_auto_confirm(chaos_result):
 # to keep CI short
 @pytest.mark.chaos(scenario=SCENARIO, mutation="1944759", endings=["revert"])
 def test_mutation_1944759(chaos_item, chaos_result):
-    points = campaign.points_without_nova(scenario.load(SCENARIO), "eventlet")[chaos_item.ending]
+    points = campaign.points_without_nova(scenario.load(SCENARIO),
+                                          nova_support.default_backend()[0])[chaos_item.ending]
     expect_caught = chaos_item.point in race_window(points) and chaos_item.target in ("source", "both")
     caught = chaos_result.verdict == "fail"
     assert chaos_result.fired, "the injection must fire"
