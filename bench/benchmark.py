@@ -15,7 +15,10 @@ against its target (issue 6):
 * instrumentation overhead on an uninjected run: target <= 10 %;
 * the default campaign with --jobs 1 vs --jobs 2, and pytest -n 0 vs -n 2:
   target >= 1.7x; the default campaign with 2 workers: target < 2 min;
-* peak private memory per process (smaps_rollup, sampled): target <= 400 MiB.
+* peak private memory per process (smaps_rollup, sampled): target <= 400 MiB;
+* the backends side by side (issue 14): threads-fork per item vs
+  eventlet-fork per item (target <= 1.15x), threads-fresh (real threads, a
+  new cloud per item) vs threads-fork, and the same verdicts on both.
 
 Per-item costs are wall time with one job (no parallelism), so they do not
 depend on the core count; the core count is printed anyway. Nova is only
@@ -257,7 +260,8 @@ def main(argv=None) -> int:
     scen = args.scenario
     print(f"nova-chaos benchmark: scenario {scen}, {os.cpu_count()} cores, "
           f"{'full' if args.full else 'quick'} mode")
-    timed(nova_chaos("points", scen))  # warm the discovery cache (not timed below)
+    for backend in ("eventlet", "threads"):  # warm the discovery caches (not timed below)
+        timed(nova_chaos("points", scen, "--backend", backend))
     tmp = tempfile.mkdtemp(prefix="nova-chaos-bench-")
     if args.against:
         against(args.against, scen, tmp, args.reps)
@@ -280,6 +284,14 @@ def main(argv=None) -> int:
     fresh_item = statistics.mean(fresh["item_seconds"])
     fork1 = campaign(scen, 1, "fork", sample, os.path.join(tmp, "fork1.json"))
     fork_item = fork1["wall"] / fork1["items"]
+    # the backends side by side, one job each
+    by_backend = {b: campaign(scen, 1, "fork", sample, os.path.join(tmp, f"fork-{b}.json"),
+                              extra=("--backend", b)) for b in ("eventlet", "threads")}
+    per = {b: r["wall"] / r["items"] for b, r in by_backend.items()}
+    thr_fresh = campaign(scen, 1, "fresh", SAMPLE_POINTS[:3], os.path.join(tmp, "thr-fresh.json"),
+                         extra=("--backend", "threads", "--target", "source", "--ending", "confirm"))
+    thr_fresh_item = statistics.mean(thr_fresh["item_seconds"])
+    same_backends = by_backend["eventlet"]["verdicts"] == by_backend["threads"]["verdicts"]
     fork2 = campaign(scen, 2, "fork", sample, os.path.join(tmp, "fork2.json"), memory=True)
     same = fork1["verdicts"] == fork2["verdicts"]
     n0 = pytest_wall(0, sample[:3] if not args.full else [])
@@ -302,6 +314,10 @@ def main(argv=None) -> int:
     print(f"  pytest clean campaign{'' if args.full else ' (3 points)'}: -n 0 {n0:.1f} s, "
           f"-n 2 {n2:.1f} s")
     print(f"  peak private memory of any process (--jobs 2): {fork2['mib']:.0f} MiB")
+    print(f"  fork per item, 1 job ({by_backend['threads']['items']} items): eventlet "
+          f"{per['eventlet']:.2f} s, threads {per['threads']:.2f} s; verdicts identical: "
+          f"{same_backends}; threads fresh per item (real threads, {thr_fresh['items']} items): "
+          f"{thr_fresh_item:.2f} s")
     print("\nratios")
     print(ratio_line("fresh / harness per item", f"{fresh_item / fork_item:.1f}x", ">= 8x",
                      fresh_item / fork_item >= 8))
@@ -313,6 +329,12 @@ def main(argv=None) -> int:
     print(ratio_line("pytest -n 0 / -n 2", f"{n0 / n2:.2f}x", ">= 1.7x", n0 / n2 >= 1.7))
     print(ratio_line("peak private memory per process", f"{fork2['mib']:.0f} MiB", "<= 400 MiB",
                      fork2["mib"] <= 400))
+    print(ratio_line("threads fork / eventlet fork per item",
+                     f"{per['threads'] / per['eventlet']:.2f}x", "<= 1.15x",
+                     per["threads"] / per["eventlet"] <= 1.15 and same_backends))
+    print(ratio_line("threads fresh / threads fork per item",
+                     f"{thr_fresh_item / per['threads']:.1f}x", ">= 5x",
+                     thr_fresh_item / per["threads"] >= 5))
     if default_items:
         print(ratio_line(f"default campaign, 2 jobs ({default_items} items)",
                          f"{fork2['wall']:.0f} s", "< 120 s", fork2["wall"] < 120))

@@ -33,10 +33,13 @@ class NovaInfo:
     location: str
     backend: str
     why: str = ""  # why this backend (the default's reason, or "--backend")
+    installed: str | None = None  # the installed distribution's version, if not this tree's
 
     def banner(self) -> str:
         return (f"nova {self.version} from {self.location} ({self.backend} backend"
-                + (f": {self.why}" if self.why else "") + ")")
+                + (f": {self.why}" if self.why else "") + ")"
+                + (f"; not the installed distribution (nova {self.installed})"
+                   if self.installed else ""))
 
 
 #: overrides the default backend for every verb and the pytest plugin
@@ -108,9 +111,33 @@ def load_nova() -> NovaInfo:
         if not hasattr(manager.ComputeManager, attr):
             raise NovaUnusable(
                 f"nova at {location} is unsupported: ComputeManager has no {attr}()")
+    ver, installed = tree_version(location)
+    return NovaInfo(ver, location, current_backend(), installed=installed)
+
+
+def tree_version(location: str) -> tuple:
+    """``(version of the tree imported from location, the installed distribution's if different)``.
+
+    The installed distribution's metadata describes the tree at its own
+    path only: a checkout on PYTHONPATH is described by ``git describe``
+    (or "unknown"), and the banner says that the installed one differs.
+    """
+    import subprocess
+    from importlib import metadata
     try:
-        from nova import version
-        ver = version.version_string()
-    except Exception:  # a bare checkout without pbr metadata
-        ver = "unknown"
-    return NovaInfo(ver, location, current_backend())
+        dist = metadata.distribution("nova")
+        installed, home = dist.version, os.path.realpath(str(dist.locate_file("nova")))
+    except metadata.PackageNotFoundError:
+        installed, home = None, None
+    if home == os.path.realpath(location):
+        return installed, None
+    root = os.path.dirname(location)
+    ver = "unknown"
+    if os.path.exists(os.path.join(root, ".git")):
+        try:
+            proc = subprocess.run(["git", "-C", root, "describe", "--tags", "--always", "--dirty"],
+                                  capture_output=True, text=True, timeout=20)
+            ver = proc.stdout.strip() or ver
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return ver, installed

@@ -260,3 +260,21 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_nova_tree_on_pythonpath_is_the_one_driven_and_named(tmp_path):
+    """A Nova developer's tree (here a copy of the installed package) runs on both backends."""
+    import importlib.util
+    import shutil
+    installed = importlib.util.find_spec("nova").submodule_search_locations[0]  # not imported here
+    shutil.copytree(installed, tmp_path / "nova", ignore=shutil.ignore_patterns("__pycache__"))
+    for backend in ("threads", "eventlet"):
+        proc = cli("run", "pinned-hugepages", "--backend", backend, "--point",
+                   "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
+                   "--target", "source", "--ending", "revert", "--mutate", "1944759",
+                   env={"PYTHONPATH": f"{tmp_path}{os.pathsep}.",
+                        "NOVA_CHAOS_CACHE": str(tmp_path / f"cache-{backend}")})
+        banner = next(ln for ln in proc.stderr.splitlines() if ln.startswith("nova "))
+        assert f"from {tmp_path / 'nova'} ({backend} backend" in banner, banner
+        assert "not the installed distribution (nova 34.0.0)" in banner
+        assert proc.returncode == 1 and "FAILED pinned-hugepages/" in proc.stdout  # caught there too
