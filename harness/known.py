@@ -30,6 +30,7 @@ _EXPECT_KEYS = {"checkpoint", "check", "where", "seen"}
 
 #: legacy counters that every periodic rebuilds from scratch
 _LEGACY = ("vcpus_used", "memory_mb_used")
+_NEAREST = re.compile(r" \(nearest: [^)]*\)$")
 
 
 def classify(finding) -> str:
@@ -39,7 +40,8 @@ def classify(finding) -> str:
     one (and the convergence periodic's repair of it) heals by itself; wrong
     pinning, hugepages, placement, ground truth, errors or ERROR state do not.
     """
-    if finding.check in ("rt", "convergence") and finding.where.endswith(_LEGACY):
+    where = _NEAREST.sub("", finding.where)  # inside a step: "... (nearest: verify-resize)"
+    if finding.check in ("rt", "convergence") and where.endswith(_LEGACY):
         return "transient"
     return "hard"
 

@@ -48,17 +48,18 @@ def test_point_ids_agree_between_backends():
     assert len(eventlet.stdout.splitlines()) > 20
 
 
-def test_threads_fork_matches_eventlet_fork_and_threads_fresh(tmp_path):
-    """Threads fork with the whole cloud on one thread: same findings as eventlet, as real threads."""
+def test_threads_fork_matches_eventlet_fork(tmp_path):
+    """Threads fork, the whole cloud on one thread: the findings eventlet gives.
+
+    (Threads fork vs real threads, a fresh cloud per item: the test above,
+    on the default backend.)
+    """
     narrow = ["--ending", "confirm", "--ending", "revert", "--target", "source", "--target", "dest"]
     for mutate in ([], ["--mutate", "1944759"]):
-        eventlet = _run(tmp_path, "ev", "--mode", "fork", *narrow, *mutate)
+        eventlet = _run(tmp_path, "ev", "--mode", "fork", "--backend", "eventlet", *narrow, *mutate)
         threads = _run(tmp_path, "th", "--mode", "fork", "--backend", "threads", *narrow, *mutate)
         assert len(threads) == len(SAMPLE) * 4
         assert eventlet == threads
-    one = ["--ending", "revert", "--target", "source", "--mutate", "1944759"]
-    fresh = _run(tmp_path, "thf", "--mode", "fresh", "--backend", "threads", *one)
-    assert fresh == {k: v for k, v in threads.items() if k in fresh} and len(fresh) == len(SAMPLE)
 
 
 def test_a_stray_thread_makes_threads_fork_an_error_naming_it(tmp_path):
