@@ -115,19 +115,26 @@ def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
             return Holding(placed[server], server, "instance", booted[server], topology="old")
         return Holding(moved[server], server, "instance", new[server], topology="new")
 
+    def verify_of(server):
+        if server not in new:
+            return (settled(server, None),)
+        return (Holding(placed[server], server, "migration", booted[server], running=False,
+                        topology="old"),
+                Holding(moved[server], server, "instance", new[server], topology="new"))
+
     def verify():
-        out = []
-        for server in booted:
-            if server in new:
-                out += [Holding(placed[server], server, "migration", booted[server], running=False,
-                                topology="old"),
-                        Holding(moved[server], server, "instance", new[server], topology="new")]
-            else:
-                out.append(settled(server, None))
-        return tuple(out)
+        return tuple(h for server in booted for h in verify_of(server))
 
     def status(moved_status, migration):
         return {s: ((moved_status, migration) if s in new else ("ACTIVE", None)) for s in booted}
+
+    subject = scenario.subject.server
+
+    def mixed(name, subject_holds, others_hold):
+        """The subject's move at one stage, every other server's (moved first, ended first) at another."""
+        return Phase(name, tuple(h for server in booted
+                                 for h in (subject_holds if server == subject else others_hold)(server)),
+                     anything)
 
     if name == "after-boot":
         return Phase(name, tuple(settled(s, None) for s in booted), status("ACTIVE", None))
@@ -136,11 +143,15 @@ def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
     if name == "in-resize":  # between the source's resize_instance and the dest's finish_resize
         return Phase(name, verify(), anything)
     if name == "in-prep":  # the destination's claim: it holds nothing yet, or the new flavor
-        return Phase(name, None, anything, (phase(scenario, placed, moved, "after-boot"),
-                                            Phase("verify-resize", verify(), anything)))
+        return Phase(name, None, anything, (
+            mixed("after-boot", lambda s: (settled(s, None),), verify_of),
+            Phase("verify-resize", verify(), anything)))
     if name.startswith("in-"):  # inside the ending: each host before or after its step
-        after = phase(scenario, placed, moved, f"after-{name[len('in-'):]}")
-        return Phase(name, None, anything, (Phase("verify-resize", verify(), anything), after))
+        ending = name[len("in-"):]
+        outcome = ENDING_OUTCOME[ending][0]
+        return Phase(name, None, anything, (
+            mixed("verify-resize", verify_of, lambda s: (settled(s, outcome),)),
+            phase(scenario, placed, moved, f"after-{ending}")))
     if name == "after-delete":
         return Phase(name, (), {s: ("DELETED", None) for s in booted})
     ending = name[len("after-"):]

@@ -83,10 +83,10 @@ def test_placement_must_be_one_phase_as_a_whole():
 
 
 def test_the_step_phases_come_from_the_ledger():
+    move = types.SimpleNamespace(server="vm1", flavor="new")
     scen = types.SimpleNamespace(
-        flavors={"old": OLD, "new": NEW},
-        boots=[types.SimpleNamespace(server="vm1", flavor="old")],
-        moves=[types.SimpleNamespace(server="vm1", flavor="new")])
+        flavors={"old": OLD, "new": NEW}, boots=[types.SimpleNamespace(server="vm1", flavor="old")],
+        moves=[move], subject=move)
     placed, moved = {"vm1": "host-a"}, {"vm1": "host-b"}
     prep = ledger.phase(scen, placed, moved, "in-prep")
     assert prep.holdings is None
@@ -95,3 +95,20 @@ def test_the_step_phases_come_from_the_ledger():
     assert [p.name for p in revert.between] == ["verify-resize", "after-revert"]
     assert revert.between[1].holdings == (
         ledger.Holding("host-a", "vm1", "instance", OLD, topology="old"),)
+
+
+def test_a_server_that_moved_before_the_subject_is_past_its_own_step():
+    """Crossing moves: the other server moved (and ends) first, so it is never back at after-boot."""
+    first = types.SimpleNamespace(server="vm2", flavor="new")
+    subject = types.SimpleNamespace(server="vm1", flavor="new")
+    scen = types.SimpleNamespace(
+        flavors={"old": OLD, "new": NEW},
+        boots=[types.SimpleNamespace(server=s, flavor="old") for s in ("vm1", "vm2")],
+        moves=[first, subject], subject=subject)
+    placed, moved = {"vm1": "host-a", "vm2": "host-b"}, {"vm1": "host-b", "vm2": "host-a"}
+    before_claim = ledger.phase(scen, placed, moved, "in-prep").between[0]
+    assert {(h.server, h.consumer, h.host) for h in before_claim.holdings} == {
+        ("vm1", "instance", "host-a"), ("vm2", "migration", "host-b"), ("vm2", "instance", "host-a")}
+    before_step = ledger.phase(scen, placed, moved, "in-confirm").between[0]
+    assert {(h.server, h.consumer, h.host) for h in before_step.holdings} == {
+        ("vm1", "migration", "host-a"), ("vm1", "instance", "host-b"), ("vm2", "instance", "host-a")}
