@@ -96,12 +96,14 @@ ENDING_OUTCOME = {"confirm": ("confirm", "confirmed"), "auto-confirm": ("confirm
                   "revert": ("revert", "reverted")}
 
 
-def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
+def phase(scenario, placed: dict, moved: dict, name: str, stepping: str | None = None) -> Phase:
     """The ledger of phase ``name``.
 
     ``placed``: server -> host it booted on; ``moved``: server -> host its
     move went to (both as Nova chose them; ``moved`` is needed from
-    VERIFY_RESIZE, or mid-move, on).
+    VERIFY_RESIZE, or mid-move, on). ``stepping``: inside the endings, the
+    server whose ending runs now (the moves end in order: the ones before it
+    have ended, the ones after it have not).
     """
     flavors = scenario.flavors
     booted = {s.server: flavors[s.flavor] for s in scenario.boots}
@@ -129,12 +131,17 @@ def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
         return {s: ((moved_status, migration) if s in new else ("ACTIVE", None)) for s in booted}
 
     subject = scenario.subject.server
+    order = [m.server for m in scenario.moves]
 
-    def mixed(name, subject_holds, others_hold):
-        """The subject's move at one stage, every other server's (moved first, ended first) at another."""
-        return Phase(name, tuple(h for server in booted
-                                 for h in (subject_holds if server == subject else others_hold)(server)),
-                     anything)
+    def mixed(name, stepping, before, at, after=None):
+        """Servers by their move's place in the order: before ``stepping``, it, after it."""
+        def holds(server):
+            if server == stepping:
+                return at(server)
+            if server in order and order.index(server) > order.index(stepping):
+                return (after or at)(server)
+            return before(server)
+        return Phase(name, tuple(h for server in booted for h in holds(server)), anything)
 
     if name == "after-boot":
         return Phase(name, tuple(settled(s, None) for s in booted), status("ACTIVE", None))
@@ -143,15 +150,17 @@ def phase(scenario, placed: dict, moved: dict, name: str) -> Phase:
     if name == "in-resize":  # between the source's resize_instance and the dest's finish_resize
         return Phase(name, verify(), anything)
     if name == "in-prep":  # the destination's claim: it holds nothing yet, or the new flavor
-        return Phase(name, None, anything, (
-            mixed("after-boot", lambda s: (settled(s, None),), verify_of),
+        return Phase(name, None, anything, (  # the subject moves last: the others are moved
+            mixed("after-boot", subject, verify_of, lambda s: (settled(s, None),)),
             Phase("verify-resize", verify(), anything)))
     if name.startswith("in-"):  # inside the ending: each host before or after its step
         ending = name[len("in-"):]
         outcome = ENDING_OUTCOME[ending][0]
+        stepping = stepping or subject
+        ended = lambda s: (settled(s, outcome),)  # noqa: E731
         return Phase(name, None, anything, (
-            mixed("verify-resize", verify_of, lambda s: (settled(s, outcome),)),
-            phase(scenario, placed, moved, f"after-{ending}")))
+            mixed("verify-resize", stepping, ended, verify_of),
+            mixed(f"after-{ending}", stepping, ended, ended, verify_of)))
     if name == "after-delete":
         return Phase(name, (), {s: ("DELETED", None) for s in booted})
     ending = name[len("after-"):]

@@ -22,7 +22,8 @@ import pytest
 #: each of its tests sweeps: (test, scenario, window, mutation, endings, targets)
 CAMPAIGN_TESTS = "tests/test_campaign.py"
 CAMPAIGN_TEST_ITEMS = (
-    ("test_clean_nova", "pinned-hugepages", "resize", None, ("confirm", "revert"), None),
+    ("test_clean_nova", "pinned-hugepages", "resize", None, ("confirm", "revert"),
+     ("source", "dest")),
     ("test_clean_nova_auto_confirm", "pinned-hugepages", "resize", None, ("auto-confirm",),
      ("both",)),
     ("test_mutation_1944759", "pinned-hugepages", "resize", "1944759", ("revert",), None),

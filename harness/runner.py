@@ -92,6 +92,7 @@ class Run:
         self.ending_error = None
         self.tracer = None
         self.chosen: dict = {}   # server -> {"old"/"new": NUMA cells}: the move's, as last seen
+        self.ending_server = None  # the server whose ending runs now
         self.one_thread = False  # the whole cloud on this thread (harness.one_thread): to fork
 
     def planned(self) -> list:
@@ -110,7 +111,7 @@ class Run:
         subject = self.scenario.subject.server
         if subject not in moved and self.tracer is not None and self.tracer.hosts:
             moved[subject] = self.tracer.host_of_role("dest")  # mid-move
-        return ledger.phase(self.scenario, self.placed, moved, name)
+        return ledger.phase(self.scenario, self.placed, moved, name, self.ending_server)
 
     def checkpoint(self, name: str, phase, exact_cells=True, converge=None) -> Checkpoint:
         """Check every view against ``phase``; then, optionally, convergence.
@@ -218,6 +219,7 @@ class Run:
             self.before_ending(self)
         for move in scen.moves:
             self.where = f"{self.ending} {move.server}"
+            self.ending_server = move.server
             try:
                 getattr(cloud, self.ending.replace("-", "_"))(move.server)
             except ScenarioFailed as exc:  # evidence; still check the aftermath

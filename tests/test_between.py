@@ -112,3 +112,7 @@ def test_a_server_that_moved_before_the_subject_is_past_its_own_step():
     before_step = ledger.phase(scen, placed, moved, "in-confirm").between[0]
     assert {(h.server, h.consumer, h.host) for h in before_step.holdings} == {
         ("vm1", "migration", "host-a"), ("vm1", "instance", "host-b"), ("vm2", "instance", "host-a")}
+    # the first server's own confirm (the subject's window is open through it): vm1 not yet
+    first_step = ledger.phase(scen, placed, moved, "in-confirm", stepping="vm2").between
+    assert {(h.server, h.consumer, h.host) for h in first_step[1].holdings} == {
+        ("vm1", "migration", "host-a"), ("vm1", "instance", "host-b"), ("vm2", "instance", "host-a")}
