@@ -133,19 +133,30 @@ def _check_window(window: str) -> None:
         raise UnknownChoice("window", window, WINDOWS)
 
 
-def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True) -> dict:
+def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
+             here: bool = False) -> dict:
     """ending -> point ids reached, in order, by an uninjected run (imports Nova).
 
     The card's window closes before VERIFY_RESIZE, so one run serves every
-    ending; a window reaching into the ending takes one run per ending.
+    ending; a window reaching into the ending takes one run per ending. On
+    the threads backend discovery runs on real threads, in a subprocess
+    (``here``: this is that subprocess): Nova's pools outlive their cloud,
+    and a process that is to fork must have no thread but its own
+    (measured: "other threads are alive: Thread-14 (ThreadWorker)" on a
+    cold cache).
     """
     from harness import nova_support
     from harness.tracer import WINDOWS
     _check_window(window)
-    path = _cache_path(scen, nova_support.current_backend(), window)
+    backend = nova_support.current_backend()
+    path = _cache_path(scen, backend, window)
     if use_cache and os.path.exists(path):
         with open(path) as fh:
             return json.load(fh)
+    if backend == "threads" and not here:
+        if not use_cache and os.path.exists(path):
+            os.unlink(path)
+        return points_without_nova(scen, backend, window)
     traces = {}
     for ending in (scen.endings if WINDOWS[window].per_ending else scen.endings[:1]):
         run = runner.Run(scen, ending, converge_every=False)

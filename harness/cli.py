@@ -104,7 +104,7 @@ def cmd_points(args) -> int:
     scen = scenario.load(args.scenario)
     _load(args)
     campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
-    traces = campaign.discover(scen, args.window, use_cache=not args.fresh)
+    traces = campaign.discover(scen, args.window, use_cache=not args.fresh, here=True)
     endings = args.ending or list(scen.endings)
     points = campaign.union({e: traces[e] for e in endings})
     for i, p in enumerate(points, 1):
