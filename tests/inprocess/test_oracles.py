@@ -35,7 +35,7 @@ def test_clean_nova_passes_every_phase(nova, ending):
 def test_threads_backend_passes():
     proc = cli("baseline", SCENARIO, "--backend", "threads")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-    assert "(threads backend)" in proc.stderr
+    assert "(threads backend: --backend)" in proc.stderr
     assert proc.stdout.count("PASS") == 3
 
 
