@@ -84,21 +84,27 @@ def rt_matches_ledger(ctx) -> list:
     """
     out = []
     for host, view in sorted(ctx.snap["rt"].items()):
-        if ctx.phase.holdings is not None:
-            out += _rt_host(ctx, ctx.phase, host, view)[1]
-        elif ctx.phase.between:
-            out += _nearest(_rt_host(ctx, p, host, view) for p in ctx.phase.between)
+        out += _against_phase(ctx, lambda phase: _rt_host(ctx, phase, host, view))
     return out
 
 
-def _nearest(candidates) -> list:
-    """No findings if one alternative holds; else those of the one with fewest (the first on ties)."""
+def _against_phase(ctx, check_one) -> list:
+    """``check_one(phase) -> (name, findings)`` against the checkpoint's ledger, or its nearest side.
+
+    A settled phase is judged as it is; inside a step, no findings if one of
+    the phases around it holds, else those of the one with fewest (the
+    first on ties), named after it.
+    """
+    if ctx.phase.holdings is not None:
+        return check_one(ctx.phase)[1]
     best = None
-    for phase_name, found in candidates:
+    for phase_name, found in map(check_one, ctx.phase.between):
         if not found:
             return []
         if best is None or len(found) < len(best[1]):
             best = (phase_name, found)
+    if best is None:  # no ledger: only the ledger-free checks apply
+        return []
     return [dataclasses.replace(f, where=f"{f.where} (nearest: {best[0]})") for f in best[1]]
 
 
@@ -178,11 +184,7 @@ def _empty_cell() -> dict:
 @check("placement")
 def placement_matches_ledger(ctx) -> list:
     """Placement allocations per consumer per provider, and provider usages."""
-    if ctx.phase.holdings is not None:
-        return _placement(ctx, ctx.phase)[1]
-    if ctx.phase.between:
-        return _nearest(_placement(ctx, p) for p in ctx.phase.between)
-    return []
+    return _against_phase(ctx, lambda phase: _placement(ctx, phase))
 
 
 def _placement(ctx, phase):
