@@ -8,6 +8,7 @@ cached on disk keyed by everything that could change the answer.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -146,7 +147,6 @@ def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
     cold cache).
     """
     from harness import nova_support
-    from harness.tracer import WINDOWS
     _check_window(window)
     backend = nova_support.current_backend()
     path = _cache_path(scen, backend, window)
@@ -157,6 +157,26 @@ def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
         if not use_cache and os.path.exists(path):
             os.unlink(path)
         return points_without_nova(scen, backend, window)
+    with _discovery_lock(path):  # another process discovering the same input: wait, then read
+        if use_cache and os.path.exists(path):
+            with open(path) as fh:
+                return json.load(fh)
+        return _discover_and_cache(scen, window, path)
+
+
+@contextlib.contextmanager
+def _discovery_lock(path: str):
+    """Hold ``path``'s discovery lock: tests, xdist workers and shards that miss
+    the cache at once (a cold CI) would otherwise each run the same discovery."""
+    import fcntl
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _discover_and_cache(scen, window: str, path: str) -> dict:
+    from harness.tracer import WINDOWS
     traces = {}
     for ending in (scen.endings if WINDOWS[window].per_ending else scen.endings[:1]):
         run = runner.Run(scen, ending, converge_every=False)

@@ -89,8 +89,8 @@ def _pytest_outcomes(tmp_path, workers):
 def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
     serial = _pytest_outcomes(tmp_path, 0)
     parallel = _pytest_outcomes(tmp_path, 2)
-    # clean: 3 targets x 2 endings, auto-confirm on both; mutated: 3 targets x revert
-    assert len(serial) == 2 * 6 + 2 + 2 * 3
+    # clean: source and dest x confirm and revert, auto-confirm on both; mutated: 3 targets x revert
+    assert len(serial) == 2 * 4 + 2 + 2 * 3
     assert serial == parallel
 
 
