@@ -141,15 +141,19 @@ def pytest_wall(workers, points) -> float:
 
 # -- the uninstrumented floor and the tracer's overhead (runs in a subprocess) --
 def measure_inprocess(scenario: str, reps: int) -> dict:
-    from harness import nova_support
+    from harness.cloud import nova_support
     backend = nova_support.default_backend()[0]  # the one the harness's runs use by default
     nova_support.select_backend(backend)
     nova_support.load_nova()
-    from harness.cli import quiet
+    from harness.front.console import quiet
     quiet()
     import fixtures
 
-    from harness import injection, runner, scenario as scenario_mod
+    from harness import scenario as scenario_mod
+
+    from harness.execute import runner
+
+    from harness.explore import injection
     scen = scenario_mod.load(scenario)
 
     class Timed(runner.Run):
@@ -158,7 +162,6 @@ def measure_inprocess(scenario: str, reps: int) -> dict:
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             self.stamps, self.up = [], None
-            self.before_ending = self._time_periodic
 
         def checkpoint(self, name, phase, exact_cells=True, converge=None):
             start = time.perf_counter()
@@ -166,17 +169,20 @@ def measure_inprocess(scenario: str, reps: int) -> dict:
             self.stamps.append((name, start, time.perf_counter()))
             return out
 
-        def _time_periodic(self, run):
+        def time_periodic(self):
             start = time.perf_counter()
             self.cloud.periodic(self.placed[self.scenario.subject.server])  # the source
             self.periodic = time.perf_counter() - start
 
     def once(traced: bool):
-        run = Timed(scen, scen.endings[0], converge_every=False)
-        run.one_thread = backend == "threads"  # as a fork parent runs it
+        run = Timed(scen, scen.endings[0], converge_every=False,
+                    one_thread=backend == "threads")  # as a fork parent runs it
         points = []
 
-        class Up(fixtures.Fixture):
+        class Up(fixtures.Fixture, runner.Hooks):
+            def before_ending(self, run):
+                run.time_periodic()
+
             def _setUp(self):
                 run.up = time.perf_counter()
                 if traced:
@@ -348,7 +354,8 @@ def main(argv=None) -> int:
 def _default_items(scen: str) -> int:
     _, out, _ = timed(nova_chaos("points", scen))
     points = len([ln for ln in out.splitlines() if ln.strip()])
-    from harness import campaign, scenario
+    from harness import scenario
+    from harness.execute import campaign
     s = scenario.load(scen)
     return points * len(campaign.targets_for(s)) * len(s.endings)
 

@@ -7,7 +7,7 @@ passes through.
 """
 import types
 
-from harness import checks, ledger
+from harness.oracles import checks, ledger
 from harness.scenario import Flavor
 
 OLD = Flavor("old", 2, 1024, 1, {"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2048"})

@@ -4,7 +4,13 @@ One test item per (point, target, ending); ``pytest -n auto`` spreads them.
 """
 import pytest
 
-from harness import campaign, nova_support, report, scenario
+from harness import scenario
+
+from harness.cloud import nova_support
+
+from harness.execute import campaign
+
+from harness.front import report
 
 SCENARIO = "pinned-hugepages"
 #: Nova 34's save that flips instance.host/node to the destination

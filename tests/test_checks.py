@@ -2,7 +2,7 @@
 import itertools
 import types
 
-from harness import checks
+from harness.oracles import checks
 
 PERIODIC_FAILED = """\
 2026-11-30 17:48:30,248 ERROR [nova.compute.manager] Error updating resources for node host-b.
@@ -35,7 +35,7 @@ def test_a_clean_log_has_no_finding():
 
 
 def test_a_failed_item_keeps_novas_warnings_and_errors_with_their_causes():
-    from harness.runner import warnings_in
+    from harness.execute.runner import warnings_in
     text = ("2026-11-30 17:48:30,100 INFO [nova.compute.manager] fine\n"
             "2026-11-30 17:48:30,200 WARNING [nova.virt.libvirt.driver] disk file was removed\n"
             + PERIODIC_FAILED)

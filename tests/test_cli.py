@@ -82,7 +82,6 @@ def test_run_one_point_writes_reports_and_replay_reproduces(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     item_id = f"pinned-hugepages/{point}/source/revert/mutate=1944759"
     assert f"reproduce: nova-chaos replay '{item_id}'" in proc.stdout
-    assert f"or: pytest 'tests/test_campaign.py::test_mutation_1944759[{item_id}]'" in proc.stdout
     data = json.loads(report.read_text())
     assert [i["verdict"] for i in data["items"]] == ["fail"]
     # a failure keeps what Nova warned of: its only evidence if it does not replay

@@ -5,8 +5,10 @@ so every way a run can fall short is built directly and must not pass.
 """
 import types
 
-from harness import campaign, injection, runner
-from harness.checks import Finding
+from harness.execute import campaign, runner
+
+from harness.explore import injection
+from harness.oracles.checks import Finding
 
 ITEM = campaign.Item("pinned-hugepages", "source:X.y>Instance.save#1", "both", "confirm")
 TRACE = ["source:X.y>Instance.get_by_uuid#1", "source:X.y>Instance.save#1", "dest:Z.w>notify#1"]

@@ -3,7 +3,7 @@ import json
 import os
 import types
 
-from harness import report
+from harness.front import report
 
 
 def _result(n):

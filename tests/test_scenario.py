@@ -64,7 +64,7 @@ def test_bad_toml_names_the_file(tmp_path):
 
 
 def test_bad_known_findings_file_is_one_line(tmp_path):
-    from harness import known
+    from harness.oracles import known
     path = tmp_path / "known.toml"
     path.write_text('[[finding]]\nwhere = "a\\\'b"\n')
     with pytest.raises(InvalidScenario, match="known.toml: not valid TOML") as exc:
@@ -73,7 +73,7 @@ def test_bad_known_findings_file_is_one_line(tmp_path):
 
 
 def test_known_findings_cover_their_scenarios():
-    from harness import known
+    from harness.oracles import known
     names = set(scenario.available())
     for entry in known.load():
         assert all(any(__import__("fnmatch").fnmatch(n, g) for n in names) for g in entry.scenarios)
@@ -93,7 +93,7 @@ reason = "reviewed"
 
 
 def test_a_named_point_set_is_written_once_and_expanded_where_named(tmp_path):
-    from harness import known
+    from harness.oracles import known
     path = tmp_path / "known.toml"
     path.write_text('[point_sets]\ngap = ["dest:a#1", "source:b#1"]\n'
                     + ENTRY.format(points='"dest:x#1", "@gap"'))
@@ -102,7 +102,7 @@ def test_a_named_point_set_is_written_once_and_expanded_where_named(tmp_path):
 
 
 def test_an_unknown_point_set_is_one_line_naming_it(tmp_path):
-    from harness import known
+    from harness.oracles import known
     path = tmp_path / "known.toml"
     path.write_text('[point_sets]\ngap = ["dest:a#1"]\n' + ENTRY.format(points='"@gaps"'))
     with pytest.raises(InvalidScenario, match=r"finding\[0\]: unknown point set '@gaps'; defined: @gap"):
@@ -110,7 +110,7 @@ def test_an_unknown_point_set_is_one_line_naming_it(tmp_path):
 
 
 def test_an_expectation_without_the_value_it_saw_is_one_line(tmp_path):
-    from harness import known
+    from harness.oracles import known
     path = tmp_path / "known.toml"
     path.write_text(ENTRY.format(points='"dest:x#1"').replace(', seen = "0"', ""))
     with pytest.raises(InvalidScenario, match=r"finding\[0\]: each expect needs exactly "
@@ -119,12 +119,13 @@ def test_an_expectation_without_the_value_it_saw_is_one_line(tmp_path):
 
 
 def _finding(check, where, expected, seen):
-    from harness.checks import Finding
+    from harness.oracles.checks import Finding
     return Finding(check, where, expected, seen)
 
 
 def test_an_entry_matches_values_not_only_places(tmp_path):
-    from harness import campaign, known
+    from harness.execute import campaign
+    from harness.oracles import known
     path = tmp_path / "known.toml"
     path.write_text(ENTRY.format(points='"dest:x#1"').replace(
         'checkpoint = "after-revert"', 'checkpoint = "after-*"'))
@@ -138,7 +139,7 @@ def test_an_entry_matches_values_not_only_places(tmp_path):
 
 
 def test_the_value_of_a_log_finding_is_the_exception_it_names():
-    from harness import known
+    from harness.oracles import known
     logs = _finding("logs", "log lines matching 'Error updating'", [], [
         "2026-11-30 17:48:30,248 ERROR [nova.compute.manager] Error updating resources for node "
         "host-b. <- CPUPinningUnknown: CPU set to pin [5, 6] must be a subset of known CPU set"])

@@ -7,7 +7,7 @@ import json
 
 from tests.conftest import cli
 
-#: harness.forking.HOLD_ENV (not imported: it loads eventlet into the xdist worker)
+#: harness.execute.forking.HOLD_ENV (not imported: it loads eventlet into the xdist worker)
 HOLD_ENV = "NOVA_CHAOS_SELFTEST_HOLD"
 
 #: inside the card's window; its injected periodic runs before the ending

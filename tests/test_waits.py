@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from harness.cloud import Cloud
+from harness.cloud.inprocess import Cloud
 from harness.errors import ScenarioFailed
 
 

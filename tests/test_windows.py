@@ -6,8 +6,14 @@ calls; the last test checks that on real Nova's recorded traces.
 """
 import fnmatch
 
-from harness import campaign, known, nova_support, scenario
-from harness.campaign import Item
+from harness import scenario
+
+from harness.cloud import nova_support
+
+from harness.execute import campaign
+
+from harness.oracles import known
+from harness.execute.campaign import Item
 
 OUTER = ["dest:prep>Flavor._load#1", "dest:prep>Instance.save#1",
          "source:resize>Instance.save#1", "dest:finish>Flavor._load#2", "source:confirm>x#1"]

@@ -10,5 +10,5 @@ import pytest
 
 @pytest.fixture(scope="session")
 def nova():
-    from harness import nova_support
+    from harness.cloud import nova_support
     return nova_support.load_nova()

@@ -9,7 +9,7 @@ import contextlib
 
 import pytest
 
-from harness.tracer import Tracer
+from harness.explore.tracer import Tracer
 
 
 @contextlib.contextmanager

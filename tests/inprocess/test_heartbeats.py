@@ -11,7 +11,7 @@ the services start.
 import datetime
 
 from harness import scenario
-from harness.cloud import Cloud
+from harness.cloud.inprocess import Cloud
 
 
 def test_an_old_heartbeat_does_not_make_a_compute_look_down(nova):

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from harness import one_thread
+from harness.cloud import one_thread
 
 
 @contextlib.contextmanager

@@ -7,17 +7,22 @@ import logging
 
 import pytest
 
-from harness import runner, scenario
+from harness import scenario
+
+from harness.execute import runner
 from tests.conftest import cli
 
 SCENARIO = "pinned-hugepages"
 
 
 def run_with(corrupt, at="verify-resize", ending="confirm"):
-    def before_check(run, name):
-        if name == at:
-            corrupt(run)
-    return runner.run(scenario.load(SCENARIO), ending, before_check=before_check)
+    import fixtures
+
+    class Corrupt(fixtures.Fixture, runner.Hooks):
+        def before_check(self, run, name):
+            if name == at:
+                corrupt(run)
+    return runner.run(scenario.load(SCENARIO), ending, instrument=lambda run: Corrupt())
 
 
 def findings(result, check, checkpoint="verify-resize"):
@@ -156,7 +161,7 @@ def test_rt_check_catches_a_dropped_pin_and_convergence_sees_the_heal(nova):
 
 
 def _drop_migration_allocation(run):
-    from harness import views
+    from harness.oracles import views
     consumer = views.consumers(run.cloud)["vm1 migration"]
     run.cloud.env.placement.delete(f"/allocations/{consumer}")
 

@@ -6,7 +6,9 @@ was marked quiet, a checkpoint's convergence periodics added 29 points to
 this trace and shifted the occurrence numbers of later ones, so ``baseline``
 printed ids the campaign does not use.
 """
-from harness import campaign, injection, runner, scenario
+from harness import scenario
+from harness.execute import campaign, runner
+from harness.explore import injection
 
 
 def test_checkpoint_periodics_leave_the_trace_as_discovery_recorded_it(nova):

@@ -1,6 +1,6 @@
 """Record yield points inside a window, name them stably, and hand each to a hook.
 
-The :class:`Tracer` fixture wraps every attribute :mod:`harness.yieldpoints`
+The :class:`Tracer` fixture wraps every attribute :mod:`harness.explore.yieldpoints`
 lists, plus ``lockutils.lock`` and the window's boundary methods, and
 restores them all on cleanup. Inside the window each qualifying call becomes
 a :class:`Point` whose id reads
@@ -9,7 +9,7 @@ a :class:`Point` whose id reads
 uuid, address or time, so they are identical across runs, processes,
 xdist workers and backends as long as Nova's execution is.
 
-Roles are per host, found from the call stack (:mod:`harness.hostctx`), not
+Roles are per host, found from the call stack (:mod:`harness.cloud.hostctx`), not
 from "is resize_instance on the stack": with CastAsCall the destination's
 ``finish_resize`` runs on its own green thread while the source waits.
 """
@@ -26,8 +26,8 @@ import threading
 
 import fixtures
 
-from harness import yieldpoints
-from harness.hostctx import current_host, thread_base
+from harness.explore import yieldpoints
+from harness.cloud.hostctx import current_host, thread_base
 
 #: locks that are per compute process in production but shared in-process
 PER_HOST_LOCKS = ("compute_resources",)

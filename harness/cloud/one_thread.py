@@ -162,7 +162,7 @@ class OneThread(fixtures.Fixture):
 
     # -- locks ----------------------------------------------------------------
     def _guarded(self, real_lock):
-        from harness.tracer import PER_HOST_LOCKS, current_host
+        from harness.explore.tracer import PER_HOST_LOCKS, current_host
 
         @contextlib.contextmanager
         def lock(name, *args, **kwargs):

@@ -13,11 +13,11 @@ import sys
 
 _KINDS = None
 #: (module, function) a thread's work starts in: an RPC server's dispatch, a
-#: looping call run as its own thread (harness.one_thread). Stack walks stop
+#: looping call run as its own thread (harness.cloud.one_thread). Stack walks stop
 #: there, so a callee dispatched on its caller's thread is not taken for the
 #: caller (what it runs for, which Nova function calls) -- as on its own thread.
 THREAD_BASES = {("oslo_messaging.rpc.server", "_process_incoming"),
-                ("harness.one_thread", "as_thread")}
+                ("harness.cloud.one_thread", "as_thread")}
 
 
 def thread_base(frame) -> bool:

@@ -100,18 +100,16 @@ def table(results, points, targets, endings) -> str:
     return "\n".join(lines)
 
 
-def failure_text(result, pytest_id: str | None = None) -> str:
+def failure_text(result) -> str:
     lines = [f"FAILED {result.item.id}"]
     lines += [f"  {p}" for p in result.problems]
     lines.append(f"  reproduce: {result.item.replay_command()}")
-    if pytest_id:
-        lines.append(f"        or: pytest '{pytest_id}'")
     return "\n".join(lines)
 
 
 def _id_parts(item_id: str) -> tuple:
     """(scenario, window, point, target, ending) of a stored item id."""
-    from harness.campaign import Item
+    from harness.execute.campaign import Item
     item = Item.parse(item_id)
     return item.scenario, item.window, item.point, item.target, item.ending
 
@@ -169,7 +167,7 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
     entry applies to an item outside its group. ``reason`` is left for the
     reviewer: a proposal is not a review.
     """
-    from harness import known
+    from harness.oracles import known
     groups: dict = {}
     values: dict = {}  # (group, place) -> every value its items showed there
     for r in records:

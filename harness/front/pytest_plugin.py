@@ -18,27 +18,6 @@ from __future__ import annotations
 
 import pytest
 
-#: where the project's campaign tests live (for reproducer commands), and what
-#: each of its tests sweeps: (test, scenario, window, mutation, endings, targets)
-CAMPAIGN_TESTS = "tests/test_campaign.py"
-CAMPAIGN_TEST_ITEMS = (
-    ("test_clean_nova", "pinned-hugepages", "resize", None, ("confirm", "revert"),
-     ("source", "dest")),
-    ("test_clean_nova_auto_confirm", "pinned-hugepages", "resize", None, ("auto-confirm",),
-     ("both",)),
-    ("test_mutation_1944759", "pinned-hugepages", "resize", "1944759", ("revert",), None),
-)
-
-
-def node_id(item) -> str | None:
-    """The project's pytest node id running ``item``, if one does (else None)."""
-    for test, scen, window, mutation, endings, targets in CAMPAIGN_TEST_ITEMS:
-        if ((scen, window, mutation) == (item.scenario, item.window, item.mutation)
-                and item.ending in endings and (targets is None or item.target in targets)):
-            return f"{CAMPAIGN_TESTS}::{test}[{item.id}]"
-    return None
-
-
 #: the backend chaos items run on (the option, else the Nova under test's default)
 BACKEND = pytest.StashKey[str]()
 
@@ -58,19 +37,31 @@ def pytest_addoption(parser):
 
 #: shards per (scenario, mutation): a shard shares one scenario prefix
 SHARDS = 4
-_SHARD_ITEMS: dict = {}    # shard name -> items (filled at collection)
-_SHARD_RESULTS: dict = {}  # item id -> executor.Record (filled when a shard runs)
+
+
+class Shards:
+    """This session's shards: filled at collection, read as their tests run."""
+
+    def __init__(self):
+        self.items: dict = {}    # shard name -> its items
+        self.traces: dict = {}   # shard name -> {trace key: traces} its worker needs
+        self.of: dict = {}       # item id -> shard name
+        self.results: dict = {}  # item id -> record.Record, until its test takes it
+
+
+SHARDS_KEY = pytest.StashKey[Shards]()
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "chaos(scenario, mutation=None, window='resize', endings=None, targets=None): "
         "parametrize with the scenario's campaign items")
-    from harness import nova_support
+    from harness.cloud import nova_support
     backend = config.getoption("--chaos-backend")
     if backend:
         nova_support.select_backend(backend)
     config.stash[BACKEND] = backend or nova_support.default_backend()[0]
+    config.stash[SHARDS_KEY] = Shards()
     if (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
             and not getattr(config.option, "testrunuid", None)):
         import os
@@ -91,39 +82,42 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("chaos")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
-    from harness import campaign, scenario
+    from harness import scenario
+    from harness.execute import campaign, plan
+    config, opt = metafunc.config, metafunc.config.getoption
     scen = scenario.load(marker.kwargs["scenario"])
     window = marker.kwargs.get("window", campaign.DEFAULT_WINDOW)
-    traces = campaign.points_without_nova(scen, metafunc.config.stash[BACKEND], window)
-    points = campaign.union(traces)
-    opt = metafunc.config.getoption
-    chosen = [p for p in points if not opt("--chaos-point") or p in opt("--chaos-point")]
     targets, endings = campaign.choose(scen, opt("--chaos-target") or marker.kwargs.get("targets"),
                                        opt("--chaos-ending") or marker.kwargs.get("endings"))
-    items = campaign.items(scen, traces, targets, endings, marker.kwargs.get("mutation"),
-                           chosen, window)
-    params = []
-    for item in items:
-        shard = shard_of(item, points)
-        _SHARD_ITEMS.setdefault(shard, []).append(item)
+    planned = plan.plan([(scen, window, targets, endings)], opt("--chaos-point") or (),
+                        marker.kwargs.get("mutation"),
+                        lambda s, w: campaign.points_without_nova(s, config.stash[BACKEND], w))
+    shards, params = config.stash[SHARDS_KEY], []
+    for item in planned.items:
+        name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,
+                                                                               item.window)]))
+        shards.items.setdefault(name, []).append(item)
+        shards.traces.setdefault(name, {}).update(planned.traces)
+        shards.of[item.id] = name
         params.append(pytest.param(item, id=item.id))
     metafunc.parametrize("chaos_item", params)
 
 
 @pytest.fixture
 def chaos_result(chaos_item, request):
-    """The item's judged result (an ``executor.Record``).
+    """The item's judged result (a ``record.Record``).
 
     The first item of a shard runs the whole shard in a worker subprocess
     (by fork, on either backend) and the others read their result: pytest's
     own processes never import Nova, whose eventlet monkey patching does not
     mix with xdist's channel threads.
     """
-    if chaos_item.id not in _SHARD_RESULTS:
-        _shard_once(chaos_item, request.config.stash[BACKEND])
-    if chaos_item.id not in _SHARD_RESULTS:
+    results = request.config.stash[SHARDS_KEY].results
+    if chaos_item.id not in results:
+        _shard_once(chaos_item, request.config)
+    if chaos_item.id not in results:
         pytest.fail(f"the worker running {chaos_item.id} gave no result")
-    return _SHARD_RESULTS.pop(chaos_item.id)
+    return results.pop(chaos_item.id)
 
 
 def _shared_dir() -> str:
@@ -136,31 +130,29 @@ def _shared_dir() -> str:
     return path
 
 
-def _shard_once(chaos_item, backend):
+def _shard_once(chaos_item, config):
     """Run the item's shard unless another worker did; then load its results."""
     import fcntl
     import hashlib
     import json
     import os
 
-    from harness import campaign, executor, scenario
-    traces = campaign.points_without_nova(scenario.load(chaos_item.scenario), backend,
-                                          chaos_item.window)
-    name = shard_of(chaos_item, campaign.union(traces))
+    from harness.execute.record import Record
+    shards, backend = config.stash[SHARDS_KEY], config.stash[BACKEND]
+    name = shards.of[chaos_item.id]
     base = os.path.join(_shared_dir(), hashlib.sha1(f"{name}|{backend}".encode()).hexdigest())
     with open(base + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a worker running this shard holds it
         if not os.path.exists(base + ".jsonl"):
-            key = campaign.trace_key(chaos_item.scenario, chaos_item.window)
-            lines = _run_shard(_SHARD_ITEMS.get(name, [chaos_item]), {key: traces}, backend)
+            lines = _run_shard(shards.items[name], shards.traces[name], backend)
             with open(base + ".tmp", "w") as fh:
                 fh.write("\n".join(lines))
             os.replace(base + ".tmp", base + ".jsonl")
     with open(base + ".jsonl") as fh:
         for line in fh:
             if line.startswith("{"):
-                record = executor.Record.from_json(json.loads(line))
-                _SHARD_RESULTS[record.item.id] = record
+                record = Record.from_json(json.loads(line))
+                shards.results[record.item.id] = record
 
 
 def _run_shard(shard, traces, backend) -> list:
@@ -170,7 +162,7 @@ def _run_shard(shard, traces, backend) -> list:
     import sys
     mode = "fork" if hasattr(os, "fork") else "fresh"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.worker", "--backend", backend, "--mode", mode,
+        [sys.executable, "-m", "harness.execute.worker", "--backend", backend, "--mode", mode,
          "--jobs", str(os.cpu_count() or 1)],
         input=json.dumps({"items": [i.id for i in shard], "traces": traces}),
         capture_output=True, text=True, timeout=300 + 120 * len(shard),
@@ -195,7 +187,5 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     chaos = getattr(item, "callspec", None) and item.callspec.params.get("chaos_item")
     if chaos is not None and report.when == "call" and report.failed:
-        text = f"reproduce: {chaos.replay_command()}"
-        if node_id(chaos):
-            text += f"\n        or: pytest '{node_id(chaos)}'"
+        text = f"reproduce: {chaos.replay_command()}\n        or: pytest '{item.nodeid}'"
         report.sections.append(("nova-chaos reproducer", text))

@@ -12,7 +12,7 @@ the source's ``resize_instance`` and the destination's ``finish_resize``
 (both hosts hold their flavor there); before it (the destination's claim)
 and after it (inside the ending) each host must hold exactly what it holds
 in one of the settled phases around the step, and placement likewise
-(:class:`harness.ledger.Phase` ``between``).
+(:class:`harness.oracles.ledger.Phase` ``between``).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import dataclasses
 
 import fixtures
 
-from harness import checks, views
-from harness.tracer import DEFAULT_WINDOW, Tracer
+from harness.oracles import checks, views
+from harness.explore.tracer import DEFAULT_WINDOW, Tracer
 
 TARGETS = ("source", "dest", "both")
 _TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}

@@ -76,7 +76,7 @@ class StrayThread(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that leaves a thread of its own running.
 
     On the threads backend a fork parent must have no thread but its own
-    (harness.one_thread): forking this one would copy a process whose other
+    (harness.cloud.one_thread): forking this one would copy a process whose other
     thread's work is lost mid-air. Every item must come out ``error``
     naming the thread -- never a hang, never a pass.
     """

@@ -5,7 +5,7 @@ subject last) -> check (VERIFY_RESIZE) -> the ending on every moved server
 -> check -> delete every server -> check. Each check reads the views
 *before* any periodic runs (most accounting defects heal at the next
 periodic); convergence then runs one periodic per host and requires that
-nothing changes. Injection (``harness.injection``) plugs in through
+nothing changes. Injection (``harness.explore.injection``) plugs in through
 ``instrument``, a fixture installed once the cloud is up, and may add its
 own checkpoints through ``checkpoint``.
 """
@@ -19,8 +19,8 @@ import time
 
 import fixtures
 
-from harness import checks, ledger, views
-from harness.cloud import Cloud, deadline_guard
+from harness.oracles import checks, ledger, views
+from harness.cloud.inprocess import Cloud, deadline_guard
 from harness.errors import ScenarioFailed, UnknownChoice
 
 
@@ -72,17 +72,32 @@ class RunResult:
         return "\n".join(lines)
 
 
-class Run:
-    """State of one run, handed to injection hooks."""
+class Hooks:
+    """The moments a run lets its instrument act, declared once (each a no-op here).
 
-    def __init__(self, scenario, ending, converge_every=True, timeout=180.0, before_check=None):
+    An instrument handed to :meth:`Run.execute` that is a ``Hooks`` is
+    called at them; nothing rewires a run from outside.
+    """
+
+    def before_check(self, run, name: str) -> None:
+        """Before checkpoint ``name`` reads anything (tests corrupt state here)."""
+
+    def before_ending(self, run) -> None:
+        """At VERIFY_RESIZE, after its checkpoint (the fork strategy branches per ending here)."""
+
+    def at_end(self, run) -> None:
+        """On every exit path, the cloud still up (a forked child reports and leaves here)."""
+
+
+class Run:
+    """State of one run, handed to its instrument."""
+
+    def __init__(self, scenario, ending, converge_every=True, timeout=180.0, one_thread=False):
         if ending not in scenario.endings:
             raise UnknownChoice(f"ending for scenario {scenario.name}", ending, scenario.endings)
         self.scenario, self.ending = scenario, ending
         self.converge_every, self.timeout = converge_every, timeout
-        self.before_check = before_check  # (run, checkpoint name) -> None; tests corrupt state here
-        self.before_ending = None  # (run) -> None; the fork executor branches per ending here
-        self.at_end = None         # (run) -> None; called on every exit path, fixtures still up
+        self.hooks = Hooks()
         self.result = RunResult(scenario.name, ending)
         self.placed: dict = {}   # server -> host it booted on
         self.moved: dict = {}    # server -> host its move went to
@@ -93,7 +108,7 @@ class Run:
         self.tracer = None
         self.chosen: dict = {}   # server -> {"old"/"new": NUMA cells}: the move's, as last seen
         self.ending_server = None  # the server whose ending runs now
-        self.one_thread = False  # the whole cloud on this thread (harness.one_thread): to fork
+        self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
@@ -126,8 +141,7 @@ class Run:
     def _checkpoint(self, name, phase, exact_cells, converge) -> Checkpoint:
         from nova import conf
         cloud = self.cloud
-        if self.before_check is not None:
-            self.before_check(self, name)
+        self.hooks.before_check(self, name)
         snap = views.snapshot(cloud)
         for server, numa in snap["numa"].items():
             self.chosen.setdefault(server, {}).update(
@@ -177,7 +191,10 @@ class Run:
             self.cloud = scope.useFixture(Cloud(self.scenario, one_thread=self.one_thread))
             self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise
             if instrument is not None:
-                scope.useFixture(instrument(self))
+                fixture = instrument(self)
+                if isinstance(fixture, Hooks):
+                    self.hooks = fixture
+                scope.useFixture(fixture)
             self._steps()
         except ScenarioFailed as exc:
             self._stopped(str(exc))
@@ -187,8 +204,7 @@ class Run:
             self.result.seconds = time.monotonic() - started
             if getattr(self, "cloud", None) is not None:
                 self.result.log_text = self.cloud.log_text()[self._setup_log:]
-            if self.at_end is not None:
-                self.at_end(self)
+            self.hooks.at_end(self)
             try:
                 scope.cleanUp()
             except Exception as exc:  # a Nova that misbehaved may not tear down cleanly
@@ -215,8 +231,7 @@ class Run:
                       else cloud.migrate(move.server, move.host))
             self.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
         self.checkpoint("verify-resize", self.ledger("verify-resize"))
-        if self.before_ending is not None:
-            self.before_ending(self)
+        self.hooks.before_ending(self)
         for move in scen.moves:
             self.where = f"{self.ending} {move.server}"
             self.ending_server = move.server

@@ -234,7 +234,7 @@ def ground_truth(ctx) -> list:
 @check("liveness")
 def liveness(ctx) -> list:
     """Server, task and migration states are the phase's; nothing in ERROR."""
-    from harness import views
+    from harness.oracles import views
     out = []
     for name, (status, migration_status) in sorted(ctx.phase.status.items()):
         if status == "DELETED":

@@ -19,9 +19,17 @@ import time
 
 import fixtures
 
-from harness import injection, known, mutations, runner, scenario as scenario_mod
+from harness import scenario as scenario_mod
+
+from harness.cloud import mutations
+
+from harness.execute import runner
+
+from harness.explore import injection
+
+from harness.oracles import known
 from harness.errors import UnknownChoice, UsageError
-from harness.tracer import DEFAULT_WINDOW
+from harness.explore.tracer import DEFAULT_WINDOW
 
 SEP = "/"
 CACHE_DIR = os.environ.get("NOVA_CHAOS_CACHE", os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
@@ -95,7 +103,7 @@ def _cache_path(scen, backend: str, window: str) -> str:
     """
     import importlib.util
     h = hashlib.sha256()
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the harness package
     with open(scen.path, "rb") as fh:
         h.update(fh.read())
     trees = [here, os.path.join(os.path.dirname(here), "fake_driver")]
@@ -129,7 +137,7 @@ def _tree_digest(top: str) -> bytes:
 
 
 def _check_window(window: str) -> None:
-    from harness.tracer import WINDOWS
+    from harness.explore.tracer import WINDOWS
     if window not in WINDOWS:
         raise UnknownChoice("window", window, WINDOWS)
 
@@ -146,7 +154,7 @@ def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
     (measured: "other threads are alive: Thread-14 (ThreadWorker)" on a
     cold cache).
     """
-    from harness import nova_support
+    from harness.cloud import nova_support
     _check_window(window)
     backend = nova_support.current_backend()
     path = _cache_path(scen, backend, window)
@@ -176,7 +184,7 @@ def _discovery_lock(path: str):
 
 
 def _discover_and_cache(scen, window: str, path: str) -> dict:
-    from harness.tracer import WINDOWS
+    from harness.explore.tracer import WINDOWS
     traces = {}
     for ending in (scen.endings if WINDOWS[window].per_ending else scen.endings[:1]):
         run = runner.Run(scen, ending, converge_every=False)
@@ -302,7 +310,7 @@ def items_per_window(scen, mutation=None):
     ids (:func:`as_narrower`) and come only once; imports Nova (discovery,
     window by window, so a caller that has what it needs stops early).
     """
-    from harness.tracer import WINDOWS
+    from harness.explore.tracer import WINDOWS
     targets, endings = choose(scen)
     card = discover(scen, DEFAULT_WINDOW)
     have = items(scen, card, targets, endings, mutation)
@@ -420,7 +428,7 @@ def rejudge(record: dict, entries) -> dict:
     report are all that judging needs, so nothing is run again. Problems that
     did not come from findings (errors, a missed point, a diverged trace) stay.
     """
-    from harness.runner import Checkpoint
+    from harness.execute.runner import Checkpoint
     checkpoints = {}
     for f in record.get("findings", []):
         checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(

@@ -25,7 +25,7 @@ runs in another service in production) or of the same kind (a driver method
 calling another one, a placement helper calling ``put``).
 
 Each entry returns ``(kind, owner, attribute, label)`` rows; ``label`` is the
-callee part of a point id. Nothing here edits Nova; :mod:`harness.tracer`
+callee part of a point id. Nothing here edits Nova; :mod:`harness.explore.tracer`
 wraps these attributes at run time and restores them afterwards.
 """
 from __future__ import annotations

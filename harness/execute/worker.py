@@ -12,19 +12,19 @@ import sys
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="harness.worker")
+    parser = argparse.ArgumentParser(prog="harness.execute.worker")
     parser.add_argument("--backend", default="eventlet")
     parser.add_argument("--mode", choices=("fork", "fresh"), default="fresh")
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
-    from harness import nova_support
+    from harness.cloud import nova_support
     nova_support.select_backend(args.backend)
     job = json.load(sys.stdin)
     nova_support.load_nova()
-    from harness.cli import claim_stdout, quiet
+    from harness.front.console import claim_stdout, quiet
     quiet()
-    from harness.campaign import Item
-    from harness.executor import ITEM_TIMEOUT, run_items
+    from harness.execute.campaign import Item
+    from harness.execute.executor import ITEM_TIMEOUT, run_items
     out = claim_stdout()
 
     def emit(record):
@@ -33,8 +33,8 @@ def main() -> int:
     items = [Item.parse(text) for text in job["items"]]
     timeout = job.get("timeout", ITEM_TIMEOUT)
     if args.mode == "fresh":  # one at a time in this process
-        from harness.executor import run_local
-        run_local(items, job["traces"], emit, timeout)
+        from harness.execute.fresh import run_here
+        run_here(items, job["traces"], emit, timeout)
     else:
         run_items(items, job["traces"], args.jobs, args.backend, emit, "fork", timeout)
     return 0

@@ -17,7 +17,7 @@ import tomllib
 
 from harness.errors import InvalidScenario
 from harness.scenario import SCENARIO_DIR
-from harness.tracer import DEFAULT_WINDOW
+from harness.explore.tracer import DEFAULT_WINDOW
 
 KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
 #: another known-findings file for this process and every process it starts
@@ -100,7 +100,7 @@ class _Shown(str):
 
 def stored_finding(record: dict):
     """A finding of a stored report (JSON), its values as the report printed them."""
-    from harness.checks import Finding
+    from harness.oracles.checks import Finding
     return Finding(record["check"], record["where"], _Shown(record["expected"]),
                    _Shown(record["seen"]))
 

@@ -114,7 +114,7 @@ def _environment_class():
             for name, wrapper in _rerooted_storage_check().items():
                 self.useFixture(fixtures.MonkeyPatch(f"nova.virt.libvirt.LibvirtDriver.{name}",
                                                      wrapper))
-            from harness.hostctx import HostAwareConf
+            from harness.cloud.hostctx import HostAwareConf
             for module in ("nova.compute.manager", "nova.virt.libvirt.driver"):
                 conf = sys.modules[module].CONF
                 self.useFixture(fixtures.MonkeyPatch(f"{module}.CONF", HostAwareConf(conf)))
@@ -148,7 +148,7 @@ class Cloud(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch(
             "oslo_db.sqlalchemy.engines._add_process_guards", lambda engine: None))
         if self.one_thread:  # before any service starts: they must start no thread
-            from harness.one_thread import OneThread
+            from harness.cloud.one_thread import OneThread
             self.one_thread = self.useFixture(OneThread())
         env = _environment_class()("runTest")
         env.harness_topologies = {h.name: h for h in self.scenario.hosts}
@@ -319,7 +319,7 @@ class Cloud(fixtures.Fixture):
         """
         from nova import context
 
-        from harness.tracer import quiet_context
+        from harness.explore.tracer import quiet_context
         with quiet_context(context.get_admin_context()) as ctx:
             self.compute(host).manager.update_available_resource(ctx)
 
@@ -329,7 +329,7 @@ def _rerooted_storage_check() -> dict:
 
     The destination makes the file, the source looks for it over an RPC (a
     yield point), the destination deletes it. A child forked in between has
-    its own instance files (harness.forking), so the path it was handed must
+    its own instance files (harness.execute.forking), so the path it was handed must
     resolve in its own copy, not in its parent's (measured: children deleted
     the parent's file, whose revert then took the unshared-storage path).
     """

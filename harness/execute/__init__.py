@@ -1,0 +1,1 @@
+"""Execution: one run, campaign items and verdicts, and the strategies that run them (fork, fresh)."""

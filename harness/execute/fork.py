@@ -1,0 +1,269 @@
+"""Prefix reuse by fork: run the scenario once, branch at every point.
+
+The parent runs the scenario uninjected with the tracer on. At each wanted
+point it forks one child per target; the child injects the periodic there
+and simply carries on -- the parent's remaining execution continues in the
+child -- to VERIFY_RESIZE, where it forks one grandchild per ending but the
+first, which it runs itself. Points inside an ending (the lifecycle window)
+are reached by forking, at VERIFY_RESIZE, one uninjected *ending-parent*
+per ending, which branches at that ending's points the same way. A process
+that reports an item writes its judged result to a file and leaves with
+``os._exit``: no child ever returns into the test runner or runs a cleanup
+on shared state.
+
+Scheduling: ``jobs`` CPU slots (lock files) are shared by the tree. Every
+forked process takes a slot before doing any work; a process waiting for
+its children gives its slot back meanwhile. The parent does not wait at a
+point: it carries on to the next one while the children queue for slots,
+so the cores stay busy through every level of the tree. Each child gets a
+private copy of the instance files, made by the parent at the fork (the
+filesystem, unlike memory, is not copied by fork).
+
+What makes a forked child sound (see ../shared/notes/prefix-reuse-facts.md):
+oslo.db must not drop connections made under another pid (the cloud
+disables that guard: the databases are in-memory), the eventlet hub gets a
+fresh epoll object in the child and its ``tpool`` runs calls inline (the
+pool's OS threads are gone; libvirt calls go through it), no deadline of
+Nova's runs on the wall clock (Cloud: RPC and heartbeats a week), every
+child has a watchdog and the parent a kill deadline, and ``gc.freeze()`` keeps the collector from
+copying the heap.
+
+On the native-threads backend worker threads would not survive the fork:
+the parent runs the whole cloud on its one thread (:mod:`harness.cloud.one_thread`)
+and checks before every fork that no other thread is alive (an error naming
+the thread otherwise, never a hang).
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from harness import scenario as scenario_mod
+from harness.cloud import mutations
+from harness.execute import campaign, runner
+from harness.errors import UsageError
+from harness.execute.branching import HOLD_ENV, Brancher, Slots, _one_thread, _time, fork_supported
+from harness.execute.record import Record
+from harness.explore import injection
+
+
+class ForkSweep:
+    """Every wanted (point, target, ending) of one scenario + mutation + window, by fork."""
+
+    def __init__(self, scen, mutation, items, traces, jobs=2, timeout=120.0,
+                 window=campaign.DEFAULT_WINDOW):
+        self.scen, self.mutation, self.traces = scen, mutation, traces
+        self.items = {i.id: i for i in items}
+        self.jobs, self.timeout, self.window = jobs, timeout, window
+        self.outdir = None
+        self.on_result = None
+        self.reached: set = set()   # points the parent branched at before VERIFY_RESIZE
+
+    def parent_bound(self, n_items: int) -> float:
+        """How long a process that forks ``n_items`` items may live: each may take a
+        slot for ``timeout``, ``jobs`` at a time, plus its own steps."""
+        return self.timeout * (2 + -(-n_items // self.jobs))
+
+    def _path(self, item) -> str:
+        return os.path.join(self.outdir, hashlib.sha1(item.id.encode()).hexdigest() + ".json")
+
+    def run(self, on_result=None) -> list:
+        """Run the sweep; ``on_result(record)`` is called per item as results arrive."""
+        self.on_result = on_result or (lambda r: None)
+        self.outdir = tempfile.mkdtemp(prefix="nova-chaos-fork-")
+        slots = Slots(self.jobs, self.outdir)
+        slots.acquire()  # this process runs the prefix
+        self.brancher = Brancher(slots, self.timeout, self.outdir, limit=4 * self.jobs,
+                                 on_wait=self.collect)
+        self.records: dict = {}
+        run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
+                         timeout=self.parent_bound(len(self.items)), one_thread=_one_thread())
+
+        gc.collect()
+        gc.freeze()
+        try:
+            parent = run.execute(lambda r: _BranchingInjector(r, self))
+            self.brancher.reap(block=True)
+            self.collect()
+        finally:
+            self.brancher.kill_all()
+            gc.unfreeze()
+            slots.release()
+            shutil.rmtree(self.outdir, ignore_errors=True)
+        self.parent_result = parent
+        trace = [p.id for p in run.tracer.points] if run.tracer else []
+        self.parent = ({"scenario": self.scen.name, "window": self.window,
+                        "mutation": self.mutation, "passed": parent.passed,
+                        "trace_matches": trace == self.traces[run.ending]})
+        for item in self.items.values():  # no result: say why
+            if item.id not in self.records:
+                why = (self.brancher.refused
+                       or self.brancher.dead.get((item.point, item.target, item.ending))
+                       or self.brancher.dead.get((item.point, item.target))
+                       or self.brancher.dead.get(("ending", item.ending)))
+                if why is None and not parent.passed:
+                    why = f"the uninjected parent run failed: {parent.error or parent.findings[:1]}"
+                elif why is None:
+                    why = ("a forked child wrote no result" if item.point in self.traces[item.ending]
+                           else f"point {item.point} was not reached")
+                self._record(Record.error(item, why))
+        return [self.records[i] for i in self.items]
+
+    def _record(self, record):
+        self.records[record.item.id] = record
+        self.on_result(record)
+
+    def collect(self):
+        """Record every result a child has written so far."""
+        for item in self.items.values():
+            path = self._path(item)
+            if item.id not in self.records and os.path.exists(path):
+                with open(path) as fh:
+                    self._record(Record.from_json(json.load(fh)))
+                os.unlink(path)
+
+    def items_at(self, point_id, ending=None) -> list:
+        return [i for i in self.items.values()
+                if i.point == point_id and (ending is None or i.ending == ending)]
+
+    def in_endings(self) -> list:
+        """Items whose point the parent did not reach before VERIFY_RESIZE."""
+        return [i for i in self.items.values() if i.point not in self.reached]
+
+
+class _BranchingInjector(injection.Injector, runner.Hooks):
+    """An Injector that forks at wanted points instead of injecting in place.
+
+    Where a process stands decides what the run's hooks do: the uninjected
+    parent forks one ending-parent per ending at VERIFY_RESIZE; a process
+    that injected forks its point's other endings there and, at the end,
+    reports its item and leaves; an ending-parent waits for its children.
+    """
+
+    def __init__(self, run, sweep):
+        super().__init__(run, None, sweep.window)
+        self.sweep = sweep
+        self.ending_parent = None   # set in an ending-parent: the ending it runs
+        self.past_verify = False    # the top parent's uninjected tail: nothing to branch
+        self.held = False           # the self-test hold happened (once per sweep)
+        self.injected = None        # (point, target, started): this process injected
+
+    def _setUp(self):
+        if self.sweep.mutation:  # Nova broken first, then traced, as in a fresh item
+            self.useFixture(mutations.get(self.sweep.mutation)())
+        super()._setUp()
+
+    def before_ending(self, run):
+        if self.injected is None:
+            self._branch_ending_parents(run)
+        else:
+            point, target, _ = self.injected
+            self._branch_endings(run, point, target)
+
+    def at_end(self, run):
+        if self.injected is not None:
+            self._report_and_exit(run, *self.injected)
+        elif self.ending_parent is not None:  # wait for this ending's children, then leave
+            self.sweep.brancher.reap(block=True)
+            os._exit(0)
+
+    def _on_point(self, point):
+        if self.injection is not None:          # a child: behave as a plain injector
+            return super()._on_point(point)
+        self.run.where = f"yield point {point.id}"
+        chosen = self._branch_at(point)
+        if chosen is None:                      # the parent: carry on to the next point
+            self._selftest_hold()
+            return
+        target = chosen[1]
+        self.injection = injection.Injection(point.id, target)
+        self.injected = (point, target, time.monotonic())
+        super()._on_point(point)                # inject here, then carry on
+
+    def _branch_at(self, point):
+        """Fork one child per wanted target here: the variant in a child, None in the parent."""
+        if self.ending_parent is None:
+            if self.past_verify:
+                return
+            self.sweep.reached.add(point.id)
+            self.sweep.brancher.reap()
+            self.sweep.collect()                # stream results as they come
+        targets = sorted({i.target for i in self.sweep.items_at(point.id, self.ending_parent)})
+        if not targets:
+            return
+        # a target-child runs one item and forks the point's other endings
+        lives = {(point.id, t): self.sweep.parent_bound(
+            sum(i.target == t for i in self.sweep.items_at(point.id, self.ending_parent)))
+            for t in targets}
+        return self.sweep.brancher.branch(list(lives), lambda: self.run.where, lives)
+
+    def _selftest_hold(self):
+        seconds = float(os.environ.get(HOLD_ENV) or 0)
+        if seconds and self.ending_parent is None and not self.held:
+            self.held = True
+            _time.sleep(seconds)
+
+    def _branch_ending_parents(self, run):
+        """At VERIFY_RESIZE (uninjected parent): one ending-parent per ending with points."""
+        self.past_verify = True
+        later = self.sweep.in_endings()
+        endings = [e for e in self.sweep.scen.endings if any(i.ending == e for i in later)]
+        # an ending-parent lives until its whole ending is swept, not one item's time
+        lives = {("ending", e): self.sweep.parent_bound(sum(i.ending == e for i in later))
+                 for e in endings}
+        chosen = self.sweep.brancher.branch(list(lives), lambda: run.where, lives)
+        if chosen is None:                      # the parent: its own tail is uninjected
+            return
+        self.ending_parent = run.ending = chosen[1]
+        self.past_verify = False
+
+    def _branch_endings(self, run, point, target):
+        """At VERIFY_RESIZE (a target-child): fork the other endings, run the first here."""
+        endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
+        chosen = self.sweep.brancher.branch([(point.id, target, e) for e in endings[1:]],
+                                            lambda: run.where)
+        run.ending = chosen[2] if chosen is not None else endings[0]
+
+    def _report_and_exit(self, run, point, target, started):
+        code = 3
+        try:
+            item = campaign.Item(self.sweep.scen.name, point.id, target, run.ending,
+                                 self.sweep.mutation, self.sweep.window)
+            result = campaign.judge(item, run, self.injection, self.sweep.traces, None, started)
+            path = self.sweep._path(item)
+            with open(path + ".tmp", "w") as fh:
+                json.dump(result.to_json(), fh)
+            os.replace(path + ".tmp", path)
+            self.sweep.brancher.reap(block=True)  # this process's own children, if any
+            code = 0
+        finally:
+            os._exit(code)
+
+
+def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> list:
+    """Run ``items`` (any mix of scenarios/mutations/windows) by fork, one prefix per group.
+
+    ``traces``: ``{trace_key: {ending: [point ids]}}``; ``backend`` is this
+    process's (loaded already). ``parents``, a list, gets one line per
+    prefix: did the uninjected parent stay clean and on its recorded trace
+    while its children ran?
+    """
+    if not fork_supported():
+        raise UsageError("--mode fork needs os.fork (not on this platform); use --mode fresh")
+    out = []
+    groups: dict = {}
+    for item in items:
+        groups.setdefault((item.scenario, item.mutation, item.window), []).append(item)
+    for (name, mutation, window), group in groups.items():
+        scen = scenario_mod.load(name)
+        one = ForkSweep(scen, mutation, group, traces[campaign.trace_key(name, window)], jobs,
+                        timeout, window)
+        out += one.run(on_result)
+        if parents is not None:
+            parents.append(one.parent)
+    return out

@@ -1,0 +1,1 @@
+"""Front ends: the nova-chaos CLI, the pytest plugin, reports."""

@@ -1,0 +1,124 @@
+"""``nova-chaos``: list scenarios and points, run a campaign, replay one item.
+
+Exit codes: 0 all items pass, 1 findings, 2 usage or environment error.
+Nova is imported only after the backend is chosen, and only by verbs that
+need it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from harness.errors import UsageError
+from harness.front import commands, console, run_command
+from harness.front.console import EXIT_USAGE
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, like every other usage error
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+
+
+def build_parser():
+    from harness.cloud.nova_support import BACKENDS
+    from harness.explore.tracer import DEFAULT_WINDOW
+    p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    backend = dict(default=None, choices=BACKENDS,
+                   help="Nova concurrency backend (default: the one the Nova under test runs "
+                   "nova-compute on -- threads on Nova 34 -- or $NOVA_CHAOS_BACKEND)")
+    window = dict(default=DEFAULT_WINDOW, help="which stretch of the resize to sweep: 'resize' "
+                  "(the design card's: source resize_instance to destination finish_resize) "
+                  "or 'lifecycle' (destination prep_resize to the end of the ending)")
+    sub.add_parser("scenarios", help="list the scenarios").set_defaults(fn=commands.cmd_scenarios)
+    sp = sub.add_parser("points", help="list the yield points of a scenario's window")
+    sp.add_argument("scenario")
+    sp.add_argument("--backend", **backend)
+    sp.add_argument("--fresh", action="store_true", help="ignore the discovery cache")
+    sp.add_argument("--window", **window)
+    sp.add_argument("--ending", action="append", help="only this ending's points (repeatable)")
+    sp.set_defaults(fn=commands.cmd_points)
+    sp = sub.add_parser("run", help="inject the periodic at every point (or --point ...)")
+    sp.add_argument("scenario", help="a scenario name or .toml path, or 'all'")
+    sp.add_argument("--target", action="append", help="source, dest or both (repeatable)")
+    sp.add_argument("--ending", action="append",
+                    help="confirm, revert or auto-confirm (repeatable; default: the scenario's)")
+    sp.add_argument("--window", action="append",
+                    help="resize (default) and/or lifecycle (repeatable): " + window["help"])
+    sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
+    sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759")
+    sp.add_argument("--jobs", default="auto",
+                    help="items at a time (forked children or worker processes), or 'auto' "
+                    "(the default: one per core)")
+    sp.add_argument("--mode", choices=("fork", "fresh"),
+                    help="fork: reuse the prefix (default on eventlet); fresh: new cloud per item")
+    sp.add_argument("--timeout", type=_seconds,
+                    help="seconds one item may take before it fails as stuck (default 120)")
+    sp.add_argument("--json", help="write a JSON report here (kept up to date while running)")
+    sp.add_argument("--resume", action="store_true",
+                    help="with --json: run only the items that report has not judged yet "
+                    "(one stopped part-way), and keep the rest")
+    sp.add_argument("--junit", help="write a JUnit XML report here")
+    sp.add_argument("--list", action="store_true",
+                    help="print the ids of the items the run would sweep, and run none")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=run_command.cmd_run)
+    sp = sub.add_parser("replay", help="rerun one item verbosely")
+    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME], as printed")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=commands.cmd_replay)
+    sp = sub.add_parser("rejudge", help="judge a JSON report again against the known-findings "
+                        "file (after reviewing findings); runs nothing")
+    sp.add_argument("report", help="a report written by 'run --json'")
+    sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
+    sp.add_argument("--json", help="write the re-judged report here")
+    sp.add_argument("--propose", action="store_true",
+                    help="print known-findings entries (TOML) covering exactly the failing "
+                    "items, for a reviewer to check, explain and paste")
+    sp.set_defaults(fn=commands.cmd_rejudge)
+    sp = sub.add_parser("known", help="check that every known-findings entry still "
+                        "reproduces, on one sampled item each")
+    sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
+    sp.add_argument("--jobs", default="auto", help="items at a time, or 'auto' (one per core)")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=commands.cmd_known)
+    sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
+    sp.add_argument("scenario")
+    sp.add_argument("--ending", action="append")
+    sp.add_argument("--window", **window)
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=commands.cmd_baseline)
+    return p
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        code = args.fn(args)
+        console.OUT.flush()  # a closed reader shows here, not in the interpreter's last flush
+        return code
+    except UsageError as exc:
+        print(f"nova-chaos: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("nova-chaos: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as Unix tools do;
+        # stdout is pointed at devnull so the interpreter's final flush stays quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in {console.OUT, sys.stdout}:
+            os.dup2(devnull, stream.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

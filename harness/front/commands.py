@@ -1,0 +1,193 @@
+"""The CLI's other verbs: list scenarios and points, replay one item, re-judge a
+report, check the known findings, run a scenario uninjected."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from harness.errors import UsageError
+from harness.front import console
+from harness.front.console import EXIT_FINDINGS, EXIT_OK
+
+
+def cmd_scenarios(args) -> int:
+    from harness import scenario
+    for name in scenario.available():
+        s = scenario.load(name)
+        hosts = ", ".join(f"{h.name} ({len(h.cells)} cells, {len(h.cpus)} CPUs)" for h in s.hosts)
+        print(f"{name:24} {s.description}\n{'':24} hosts: {hosts}; endings: {', '.join(s.endings)}")
+    return EXIT_OK
+
+
+def cmd_points(args) -> int:
+    from harness import scenario
+    from harness.execute import campaign
+    scen = scenario.load(args.scenario)
+    console.load(args)
+    campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
+    traces = campaign.discover(scen, args.window, use_cache=not args.fresh, here=True)
+    endings = args.ending or list(scen.endings)
+    points = campaign.union({e: traces[e] for e in endings})
+    for i, p in enumerate(points, 1):
+        only = [e for e in endings if p not in traces[e]]
+        suffix = f"  (not in: {', '.join(only)})" if only else ""
+        print(f"{i:3}. {p}{suffix}", file=console.OUT)
+    print(f"{len(points)} yield points in window {args.window!r} of {scen.name}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_replay(args) -> int:
+    from harness import scenario
+    from harness.execute import campaign
+    from harness.oracles import known
+    item = campaign.Item.parse(args.id)
+    scen = scenario.load(item.scenario)
+    known.load()
+    campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
+    console.load(args)
+    traces = campaign.discover(scen, item.window)
+    campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
+                      [item.point], item.mutation, item.window)
+    result = campaign.run_item(item, traces, detail=True)
+    at = result.trace.index(item.point) if item.point in result.trace else -1
+    print(f"item {item.id}", file=console.OUT)
+    print("calls around the point:", file=console.OUT)
+    for i in range(max(0, at - 4), min(len(result.trace), at + 5)):
+        print(f"  {'>>' if i == at else '  '} {i + 1:3}. {result.trace[i]}", file=console.OUT)
+    print(f"periodic injected on: {', '.join(result.fired) or 'nowhere (point not reached)'}", file=console.OUT)
+    for host, rows in result.changes.items():
+        print(f"what the periodic changed on {host}'s watch:", file=console.OUT)
+        for path, before, after in rows or [("(nothing)", "", "")]:
+            print(f"    {path}: {before!r} -> {after!r}", file=console.OUT)
+    for cp in result.checkpoints:
+        print(f"checkpoint {cp.name}: {'ok' if cp.passed else ''}", file=console.OUT)
+        for f in cp.findings:
+            print(f"    {known.classify(f):9} {f.line()}", file=console.OUT)
+    for line in result.known:
+        print(f"known: {line}", file=console.OUT)
+    print(f"verdict: {result.verdict} ({result.seconds:.1f}s)", file=console.OUT)
+    for p in result.problems:
+        print(f"  {p}", file=console.OUT)
+    return EXIT_OK if result.verdict in ("pass", "known") else EXIT_FINDINGS
+
+
+def cmd_rejudge(args) -> int:
+    """Judge a stored report again against today's known-findings file; nothing is rerun."""
+    import collections
+    import json
+
+    from harness.execute import campaign
+
+    from harness.front import report
+
+    from harness.oracles import known
+    if args.known and not os.path.isfile(args.known):
+        raise UsageError(f"known-findings file {args.known} does not exist")
+    entries = known.load(args.known) if args.known else known.load()
+    try:
+        with open(args.report) as fh:
+            data = json.load(fh)
+        records, meta = data["items"], dict(data.get("meta", {}))
+        after = [campaign.rejudge(r, entries) for r in records]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as exc:
+        raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
+    if args.propose:
+        sets = known.point_sets(args.known) if args.known else known.point_sets()
+        print(report.proposed_entries(after, sets), file=console.OUT)
+        return EXIT_OK
+    before = collections.Counter(r["verdict"] for r in records)
+    now = collections.Counter(r["verdict"] for r in after)
+    grouped = report.failure_groups(after, meta.get("campaigns", []))
+    if grouped:
+        print(grouped, file=console.OUT)
+    verdicts = ("pass", "known", "fail", "error")
+    print(f"{len(after)} items of {args.report}: "
+          + ", ".join(f"{v} {before[v]} -> {now[v]}" for v in verdicts), file=console.OUT)
+    if args.json:
+        meta["rejudged"] = os.path.abspath(args.known or known.KNOWN_FILE)
+        report.atomic_write(args.json, json.dumps({"meta": meta, "items": after}, indent=2))
+    return EXIT_FINDINGS if now["fail"] or now["error"] else EXIT_OK
+
+
+def cmd_known(args) -> int:
+    """Every known-findings entry still reproduces, on one sampled item each.
+
+    The sample is the first item, in campaign order (scenarios by name, the
+    card's window first), that the entry applies to: cheap enough for CI, so
+    a Nova that stopped doing what an entry says fails there, not only in
+    the full campaign. A sampled item must come out ``known``.
+    """
+    from harness import scenario
+    from harness.execute import campaign, executor
+    from harness.oracles import known
+    if args.known and not os.path.isfile(args.known):
+        raise UsageError(f"known-findings file {args.known} does not exist")
+    if args.known:  # the sampled items are judged by it, in every process they run in
+        os.environ[known.KNOWN_ENV] = os.path.abspath(args.known)
+    entries = known.load()
+    jobs = console.jobs(args)
+    console.load(args)
+    started = time.monotonic()
+    samples, traces_by = {}, {}
+    for name in scenario.available():
+        wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name) and samples.get(k) is None]
+        if not wanted:
+            continue
+        for items, key, traces in campaign.items_per_window(scenario.load(name)):
+            traces_by[key] = traces  # a window is discovered only if an entry is still unsampled
+            for k in wanted:
+                samples[k] = samples.get(k) or next((i for i in items if entries[k].applies(i)), None)
+            if all(samples[k] is not None for k in wanted):
+                break
+    todo = list(dict.fromkeys(i for i in samples.values() if i is not None))
+    print(f"{len(entries)} entries, {len(todo)} sampled items", file=sys.stderr)
+    results = {r.item: r for r in executor.run_items(
+        todo, traces_by, jobs, args.backend, lambda r: None, None, executor.ITEM_TIMEOUT)}
+    bad = 0
+    for k, entry in enumerate(entries):
+        item = samples.get(k)
+        record = results.get(item)
+        ok = record is not None and record.verdict == "known"
+        bad += not ok
+        what = (f"entry {k} ({', '.join(entry.scenarios)}; {entry.reason[:60]})")
+        if item is None:
+            print(f"STALE {what}: applies to no item of any scenario", file=console.OUT)
+        elif not ok:
+            print(f"STALE {what}: {record.verdict if record else 'no result'} on "
+                  f"{item.id}", file=console.OUT)
+            for problem in (record.problems if record else [])[:6]:
+                print(f"    {problem}", file=console.OUT)
+            print(f"    {item.replay_command()}", file=console.OUT)
+        else:
+            print(f"ok    {what}: known on {item.id}", file=console.OUT)
+    print(f"{len(entries) - bad} of {len(entries)} entries reproduce "
+          f"({len(todo)} items, {time.monotonic() - started:.0f}s)", file=console.OUT)
+    return EXIT_FINDINGS if bad else EXIT_OK
+
+
+def cmd_baseline(args) -> int:
+    """The uninjected scenario, every check at every phase, its points recorded."""
+    import resource
+
+    from harness import scenario
+
+    from harness.execute import campaign, runner
+
+    from harness.explore import injection
+    scen = scenario.load(args.scenario)
+    endings = args.ending or list(scen.endings)
+    campaign.validate(scen, {}, [], endings, [], None, args.window)
+    console.load(args)
+    worst = EXIT_OK
+    for ending in endings:
+        run = runner.Run(scen, ending)
+        result = run.execute(lambda r: injection.Injector(r, None, args.window))
+        points = len(run.tracer.points) if run.tracer else 0
+        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in "
+              f"{result.seconds:.1f}s; {points} yield points in window {args.window!r}", file=console.OUT)
+        print(result.report(), file=console.OUT)
+        worst = worst if result.passed and points else EXIT_FINDINGS
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {rss:.0f} MiB", file=console.OUT)
+    return worst

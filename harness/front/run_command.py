@@ -1,0 +1,147 @@
+"""``nova-chaos run``: plan a campaign, sweep it, report (table, JSON, JUnit), resume."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from harness.errors import UsageError
+from harness.front import console
+from harness.front.console import EXIT_FINDINGS, EXIT_OK
+
+
+def _campaigns(args) -> list:
+    """(scenario, window, targets, endings) to sweep; checked before Nova loads.
+
+    ``all`` is every scenario in scenarios/; there, --target/--ending keep
+    only what each scenario has (a same-host scenario has one target).
+    """
+    from harness import scenario
+    from harness.execute import campaign
+    names = list(scenario.available()) if args.scenario == "all" else [args.scenario]
+    windows = args.window or [campaign.DEFAULT_WINDOW]
+    out = []
+    for name in names:
+        scen = scenario.load(name)
+        if args.scenario == "all":
+            targets, endings = campaign.choose(scen, args.target, args.ending)
+        else:  # one scenario: a target or ending it lacks is an error, not dropped
+            targets, endings = campaign.choose(scen)
+            targets, endings = args.target or targets, args.ending or endings
+        for window in dict.fromkeys(windows):
+            campaign.validate(scen, {}, targets, endings, [], args.mutate, window)
+            out.append((scen, window, targets, endings))
+    return out
+
+
+def cmd_run(args) -> int:
+    from harness.execute import executor, plan
+    from harness.front import report
+    jobs = console.jobs(args)
+    timeout = executor.ITEM_TIMEOUT if args.timeout is None else args.timeout
+    if not timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.resume and not args.json:
+        raise UsageError("--resume needs --json FILE (the report to resume)")
+    todo = _campaigns(args)
+    from harness.oracles import known
+    known.load()  # a malformed known-findings file is one line now, not an error per item
+    if args.point and len(todo) > 1:
+        raise UsageError("--point needs one scenario and one window")
+    info = console.load(args)
+    started = time.monotonic()
+    planned = plan.plan(todo, args.point or (), args.mutate)
+    for line in planned.lines:
+        print(line, file=sys.stderr)
+    items, traces_by, tables = planned.items, planned.traces, planned.tables
+    if args.list:
+        print("\n".join(i.id for i in items), file=console.OUT)
+        print(f"{len(items)} items", file=sys.stderr)
+        return EXIT_OK
+    mode = args.mode or executor.default_mode()
+    print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
+    meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
+            "backend": args.backend, "mutation": args.mutate, "jobs": jobs, "mode": mode,
+            "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
+                          for n, w, c, t, e in tables]}
+    kept = _resumed(args, items, meta) if args.resume else {}
+    todo_items = [i for i in items if i.id not in kept]
+    progress = report.Progress(len(todo_items))
+    partial = report.PartialReport(args.json, meta, len(items)) if args.json else None
+    for record in kept.values():
+        partial.results[record.item.id] = record
+
+    def on_result(result):
+        progress.update(result)
+        if partial is not None:
+            partial.add(result)
+    try:
+        parents: list = []
+        fresh = {r.item.id: r for r in executor.run_items(
+            todo_items, traces_by, jobs, args.backend, on_result, mode, timeout, parents)}
+        results = [kept.get(i.id) or fresh[i.id] for i in items if i.id in kept or i.id in fresh]
+    except KeyboardInterrupt:
+        if partial is not None and partial.results:
+            partial.write()
+            print(f"\nnova-chaos: partial JSON report ({len(partial.results)} of {len(items)} "
+                  f"items): {os.path.abspath(args.json)}", file=sys.stderr)
+        raise
+    elapsed = time.monotonic() - started
+    for name, window, chosen, targets, endings in tables:
+        mine = [r for r in results if r.item.scenario == name and r.item.window == window]
+        print(f"\n{name}, window {window!r}:", file=console.OUT)
+        print(report.table(mine, chosen, targets, endings), file=console.OUT)
+    failed = [r for r in results if r.verdict in ("fail", "error")]
+    for r in failed:
+        print(report.failure_text(r), file=console.OUT)
+    meta["seconds"] = round(elapsed, 1)
+    unsound = []
+    if mode == "fork":
+        meta["fork_parents"] = parents
+        # every child continued its parent's run: a parent off its recorded
+        # trace, or failing uninjected, undermines the sweep it forked
+        unsound = [p for p in parents if not (p["passed"] and p["trace_matches"])]
+        for p in unsound:
+            print(f"nova-chaos: the uninjected fork parent of {p['scenario']} (window "
+                  f"{p['window']!r}) {'left its recorded trace' if p['passed'] else 'failed'}: "
+                  "its sweep proves nothing; run it again with --mode fresh", file=console.OUT)
+    if args.json:
+        report.atomic_write(args.json, report.to_json(results, meta))
+        print(f"JSON report: {os.path.abspath(args.json)}", file=console.OUT)
+    if args.junit:
+        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{args.scenario}"))
+        print(f"JUnit report: {os.path.abspath(args.junit)}", file=console.OUT)
+    print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
+          f"wall); {len(failed)} failed", file=console.OUT)
+    return EXIT_FINDINGS if failed or unsound or len(results) != len(items) else EXIT_OK
+
+
+def _resumed(args, items, meta) -> dict:
+    """Judged results of ``items`` already in the ``--json`` report, re-judged against today's file.
+
+    A report is only resumed by the run that made it: same Nova, backend,
+    mutation and campaigns. Errors are run again (nothing was judged).
+    """
+    import json
+
+    from harness.execute import campaign
+    from harness.execute.record import Record
+    from harness.oracles import known
+    if not os.path.exists(args.json):
+        return {}
+    try:
+        with open(args.json) as fh:
+            data = json.load(fh)
+        stored, records = data["meta"], data["items"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.json}: not a nova-chaos JSON report to resume ({exc!r})") from None
+    for key in ("nova", "backend", "mutation", "campaigns"):
+        if stored.get(key) != json.loads(json.dumps(meta[key])):
+            raise UsageError(f"{args.json} was made by another run ({key}: {stored.get(key)!r}, "
+                             f"this run: {meta[key]!r}); not resuming it")
+    planned = {i.id for i in items}
+    entries = known.load()
+    kept = {r["id"]: Record.from_json(campaign.rejudge(r, entries)) for r in records
+            if r["id"] in planned and r["verdict"] != "error"}
+    print(f"resuming {args.json}: {len(kept)} of {len(items)} items judged already", file=sys.stderr)
+    return kept
