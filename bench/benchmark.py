@@ -150,9 +150,7 @@ def measure_inprocess(scenario: str, reps: int) -> dict:
     import fixtures
 
     from harness import scenario as scenario_mod
-
     from harness.execute import runner
-
     from harness.explore import injection
     scen = scenario_mod.load(scenario)
 

@@ -5,11 +5,8 @@ One test item per (point, target, ending); ``pytest -n auto`` spreads them.
 import pytest
 
 from harness import scenario
-
 from harness.cloud import nova_support
-
-from harness.execute import campaign
-
+from harness.execute import discovery
 from harness.front import report
 
 SCENARIO = "pinned-hugepages"
@@ -46,7 +43,7 @@ def test_clean_nova_auto_confirm(chaos_result):
 # to keep CI short
 @pytest.mark.chaos(scenario=SCENARIO, mutation="1944759", endings=["revert"])
 def test_mutation_1944759(chaos_item, chaos_result):
-    points = campaign.points_without_nova(scenario.load(SCENARIO),
+    points = discovery.points_without_nova(scenario.load(SCENARIO),
                                           nova_support.default_backend()[0])[chaos_item.ending]
     expect_caught = chaos_item.point in race_window(points) and chaos_item.target in ("source", "both")
     caught = chaos_result.verdict == "fail"

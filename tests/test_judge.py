@@ -5,8 +5,7 @@ so every way a run can fall short is built directly and must not pass.
 """
 import types
 
-from harness.execute import campaign, runner
-
+from harness.execute import campaign, discovery, runner
 from harness.explore import injection
 from harness.oracles.checks import Finding
 
@@ -82,7 +81,7 @@ def test_discovery_is_keyed_on_every_module_of_the_tree(tmp_path):
     deep.mkdir(parents=True)
     (deep / "driver.py").write_text("X = 1\n")
     (tmp_path / "nova" / "__init__.py").write_text("")
-    before = campaign._tree_digest(str(tmp_path / "nova"))
+    before = discovery._tree_digest(str(tmp_path / "nova"))
     (deep / "driver.py").write_text("X = 2\n")
-    campaign._tree_digest.cache_clear()
-    assert campaign._tree_digest(str(tmp_path / "nova")) != before
+    discovery._tree_digest.cache_clear()
+    assert discovery._tree_digest(str(tmp_path / "nova")) != before

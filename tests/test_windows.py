@@ -7,11 +7,8 @@ calls; the last test checks that on real Nova's recorded traces.
 import fnmatch
 
 from harness import scenario
-
 from harness.cloud import nova_support
-
-from harness.execute import campaign
-
+from harness.execute import campaign, discovery
 from harness.oracles import known
 from harness.execute.campaign import Item
 
@@ -46,8 +43,8 @@ def test_a_call_the_cards_window_has_keeps_its_id_there():
 def test_every_lifecycle_trace_holds_the_cards_window_whole():
     scen = scenario.load("pinned-hugepages")
     backend = nova_support.current_backend()
-    card = campaign.points_without_nova(scen, backend, "resize")
-    lifecycle = campaign.points_without_nova(scen, backend, "lifecycle")
+    card = discovery.points_without_nova(scen, backend, "resize")
+    lifecycle = discovery.points_without_nova(scen, backend, "lifecycle")
     for ending in scen.endings:
         shared = campaign.same_points(lifecycle[ending], card[ending])
         assert sorted(shared.values()) == sorted(card[ending]), ending

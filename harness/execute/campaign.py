@@ -2,37 +2,25 @@
 
 An item is (scenario, point id, target, ending[, window][, mutation]). Its id
 is plain text, the same everywhere, and is all ``nova-chaos replay`` needs.
-Discovery (recording runs without injection, one per ending when the window
-reaches into the ending) lists the points per ending -- the *traces*; it is
-cached on disk keyed by everything that could change the answer.
+Discovery (:mod:`harness.execute.discovery`) lists the points per ending --
+the *traces* -- that items are made of.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import hashlib
-import json
-import os
-import tempfile
 import time
 
 import fixtures
 
 from harness import scenario as scenario_mod
-
 from harness.cloud import mutations
-
-from harness.execute import runner
-
+from harness.execute import discovery, runner
 from harness.explore import injection
-
 from harness.oracles import known
 from harness.errors import UnknownChoice, UsageError
 from harness.explore.tracer import DEFAULT_WINDOW
 
 SEP = "/"
-CACHE_DIR = os.environ.get("NOVA_CHAOS_CACHE", os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,139 +79,6 @@ class ItemResult:
             # evidence for a failure that may not replay: what Nova warned of, in order
             **({"log": self.log} if getattr(self, "log", None) else {}),
         }
-
-
-def _cache_path(scen, backend: str, window: str) -> str:
-    """Where discovery for this exact input is cached; computed without importing Nova.
-
-    The key covers the scenario file and every Python source the run
-    executes that could change the trace: the harness, the fake host, and
-    the whole Nova that ``import nova`` would load (its location and every
-    module's content), so an edited checkout anywhere is noticed.
-    """
-    import importlib.util
-    h = hashlib.sha256()
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the harness package
-    with open(scen.path, "rb") as fh:
-        h.update(fh.read())
-    trees = [here, os.path.join(os.path.dirname(here), "fake_driver")]
-    spec = importlib.util.find_spec("nova")
-    if spec and spec.origin:
-        trees.append(os.path.dirname(os.path.abspath(spec.origin)))
-    for tree in trees:
-        h.update(tree.encode())
-        h.update(_tree_digest(tree))
-    h.update(f"{backend}|{window}".encode())
-    return os.path.join(CACHE_DIR, f"{scen.name}-{h.hexdigest()[:16]}.json")
-
-
-@functools.lru_cache(maxsize=None)
-def _tree_digest(top: str) -> bytes:
-    """sha256 of every ``.py`` file under ``top`` (paths and contents, sorted).
-
-    About 0.2 s for all of Nova 34 (1,500 files, 26 MB): cheap beside one
-    discovery run, and once per process.
-    """
-    h = hashlib.sha256()
-    for root, dirs, files in os.walk(top):
-        dirs.sort()
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(root, name)
-                h.update(os.path.relpath(path, top).encode())
-                with open(path, "rb") as fh:
-                    h.update(fh.read())
-    return h.digest()
-
-
-def _check_window(window: str) -> None:
-    from harness.explore.tracer import WINDOWS
-    if window not in WINDOWS:
-        raise UnknownChoice("window", window, WINDOWS)
-
-
-def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
-             here: bool = False) -> dict:
-    """ending -> point ids reached, in order, by an uninjected run (imports Nova).
-
-    The card's window closes before VERIFY_RESIZE, so one run serves every
-    ending; a window reaching into the ending takes one run per ending. On
-    the threads backend discovery runs on real threads, in a subprocess
-    (``here``: this is that subprocess): Nova's pools outlive their cloud,
-    and a process that is to fork must have no thread but its own
-    (measured: "other threads are alive: Thread-14 (ThreadWorker)" on a
-    cold cache).
-    """
-    from harness.cloud import nova_support
-    _check_window(window)
-    backend = nova_support.current_backend()
-    path = _cache_path(scen, backend, window)
-    if use_cache and os.path.exists(path):
-        with open(path) as fh:
-            return json.load(fh)
-    if backend == "threads" and not here:
-        if not use_cache and os.path.exists(path):
-            os.unlink(path)
-        return points_without_nova(scen, backend, window)
-    with _discovery_lock(path):  # another process discovering the same input: wait, then read
-        if use_cache and os.path.exists(path):
-            with open(path) as fh:
-                return json.load(fh)
-        return _discover_and_cache(scen, window, path)
-
-
-@contextlib.contextmanager
-def _discovery_lock(path: str):
-    """Hold ``path``'s discovery lock: tests, xdist workers and shards that miss
-    the cache at once (a cold CI) would otherwise each run the same discovery."""
-    import fcntl
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def _discover_and_cache(scen, window: str, path: str) -> dict:
-    from harness.explore.tracer import WINDOWS
-    traces = {}
-    for ending in (scen.endings if WINDOWS[window].per_ending else scen.endings[:1]):
-        run = runner.Run(scen, ending, converge_every=False)
-        result = run.execute(lambda r: injection.Injector(r, None, window))
-        if not result.passed:
-            raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
-                             "nothing to sweep:\n" + result.report())
-        traces[ending] = [p.id for p in run.tracer.points]
-    traces = {e: traces.get(e, traces[scen.endings[0]]) for e in scen.endings}
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE_DIR)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(traces, fh)
-    os.replace(tmp, path)  # atomic: parallel workers may race here
-    return traces
-
-
-def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW) -> dict:
-    """Like :func:`discover`, but never imports Nova in this process.
-
-    pytest collection uses it: importing Nova (and eventlet's monkey
-    patching) inside an xdist worker during collection hangs the worker's
-    channel. A cache miss runs ``nova-chaos points`` in a subprocess.
-    """
-    _check_window(window)
-    path = _cache_path(scen, backend, window)
-    if not os.path.exists(path):
-        import subprocess
-        import sys
-        proc = subprocess.run(
-            [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
-             "--window", window],
-            capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONWARNINGS="ignore"))
-        if proc.returncode != 0 or not os.path.exists(path):
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UsageError(f"discovery of {scen.name} failed: {last}")
-    with open(path) as fh:
-        return json.load(fh)
 
 
 def trace_key(scenario: str, window: str) -> str:
@@ -312,14 +167,14 @@ def items_per_window(scen, mutation=None):
     """
     from harness.explore.tracer import WINDOWS
     targets, endings = choose(scen)
-    card = discover(scen, DEFAULT_WINDOW)
+    card = discovery.discover(scen, DEFAULT_WINDOW)
     have = items(scen, card, targets, endings, mutation)
     yield have, trace_key(scen.name, DEFAULT_WINDOW), card
     have = set(have)
     for window in WINDOWS:
         if window == DEFAULT_WINDOW:
             continue
-        wide = discover(scen, window)
+        wide = discovery.discover(scen, window)
         more = [i for i in as_narrower(items(scen, wide, targets, endings, mutation, window=window),
                                        wide, DEFAULT_WINDOW, card) if i not in have]
         have.update(more)
@@ -327,7 +182,7 @@ def items_per_window(scen, mutation=None):
 
 
 def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW):
-    _check_window(window)
+    discovery.check_window(window)
     for t in targets:
         if t not in targets_for(scen):
             raise UnknownChoice(f"target for {scen.name}", t, targets_for(scen))

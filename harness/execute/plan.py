@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.execute import campaign
+from harness.execute import campaign, discovery
 
 
 @dataclasses.dataclass
@@ -19,7 +19,7 @@ class Plan:
     lines: list     # one line per campaign: its points and items
 
 
-def plan(campaigns, points=(), mutation=None, discover=campaign.discover) -> Plan:
+def plan(campaigns, points=(), mutation=None, discover=discovery.discover) -> Plan:
     """Plan ``campaigns`` (``(scenario, window, targets, endings)``), in order.
 
     ``points``: only these point ids (each must exist in the one campaign

@@ -22,11 +22,11 @@ def cmd_scenarios(args) -> int:
 
 def cmd_points(args) -> int:
     from harness import scenario
-    from harness.execute import campaign
+    from harness.execute import campaign, discovery
     scen = scenario.load(args.scenario)
     console.load(args)
     campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
-    traces = campaign.discover(scen, args.window, use_cache=not args.fresh, here=True)
+    traces = discovery.discover(scen, args.window, use_cache=not args.fresh, here=True)
     endings = args.ending or list(scen.endings)
     points = campaign.union({e: traces[e] for e in endings})
     for i, p in enumerate(points, 1):
@@ -39,14 +39,14 @@ def cmd_points(args) -> int:
 
 def cmd_replay(args) -> int:
     from harness import scenario
-    from harness.execute import campaign
+    from harness.execute import campaign, discovery
     from harness.oracles import known
     item = campaign.Item.parse(args.id)
     scen = scenario.load(item.scenario)
     known.load()
     campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
     console.load(args)
-    traces = campaign.discover(scen, item.window)
+    traces = discovery.discover(scen, item.window)
     campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
                       [item.point], item.mutation, item.window)
     result = campaign.run_item(item, traces, detail=True)
@@ -78,9 +78,7 @@ def cmd_rejudge(args) -> int:
     import json
 
     from harness.execute import campaign
-
     from harness.front import report
-
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
         raise UsageError(f"known-findings file {args.known} does not exist")
@@ -171,9 +169,7 @@ def cmd_baseline(args) -> int:
     import resource
 
     from harness import scenario
-
     from harness.execute import campaign, runner
-
     from harness.explore import injection
     scen = scenario.load(args.scenario)
     endings = args.ending or list(scen.endings)

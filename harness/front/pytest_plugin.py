@@ -83,7 +83,7 @@ def pytest_generate_tests(metafunc):
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
     from harness import scenario
-    from harness.execute import campaign, plan
+    from harness.execute import campaign, discovery, plan
     config, opt = metafunc.config, metafunc.config.getoption
     scen = scenario.load(marker.kwargs["scenario"])
     window = marker.kwargs.get("window", campaign.DEFAULT_WINDOW)
@@ -91,7 +91,7 @@ def pytest_generate_tests(metafunc):
                                        opt("--chaos-ending") or marker.kwargs.get("endings"))
     planned = plan.plan([(scen, window, targets, endings)], opt("--chaos-point") or (),
                         marker.kwargs.get("mutation"),
-                        lambda s, w: campaign.points_without_nova(s, config.stash[BACKEND], w))
+                        lambda s, w: discovery.points_without_nova(s, config.stash[BACKEND], w))
     shards, params = config.stash[SHARDS_KEY], []
     for item in planned.items:
         name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,

@@ -8,7 +8,6 @@ import logging
 import pytest
 
 from harness import scenario
-
 from harness.execute import runner
 from tests.conftest import cli
 

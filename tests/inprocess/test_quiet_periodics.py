@@ -7,13 +7,13 @@ this trace and shifted the occurrence numbers of later ones, so ``baseline``
 printed ids the campaign does not use.
 """
 from harness import scenario
-from harness.execute import campaign, runner
+from harness.execute import discovery, runner
 from harness.explore import injection
 
 
 def test_checkpoint_periodics_leave_the_trace_as_discovery_recorded_it(nova):
     scen = scenario.load("pinned-hugepages")
-    discovered = campaign.discover(scen, "lifecycle")["revert"]
+    discovered = discovery.discover(scen, "lifecycle")["revert"]
     run = runner.Run(scen, "revert", converge_every=True)  # a periodic at every checkpoint
     result = run.execute(lambda r: injection.Injector(r, None, "lifecycle"))
     assert result.passed, result.report()
