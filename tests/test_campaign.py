@@ -50,7 +50,7 @@ def test_mutation_1944759(chaos_item, chaos_result):
     assert chaos_result.fired, "the injection must fire"
     if expect_caught:
         assert caught, f"1944759 not caught at {chaos_item.id}"
-        hard = "\n".join(chaos_result.problems)
+        hard = "\n".join(p.text for p in chaos_result.of_kind("finding"))
         assert "host-a pinned pCPUs" in hard  # the source lost the outgoing pins
         if chaos_item.ending in ("confirm", "auto-confirm"):
             assert "CPUUnpinningInvalid" in hard

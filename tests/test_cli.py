@@ -156,6 +156,10 @@ def test_lifecycle_point_inside_the_rt_lock_is_deferred_and_reported(tmp_path):
     assert len(cases) == 4 and not any(len(c) for c in cases)  # no failure elements
 
 
+def _problem(kind, text):
+    return {"kind": kind, "text": text}
+
+
 def _report(tmp_path, findings, problems, verdict="fail"):
     item = "pinned-hugepages/dest:f>Instance.save#1/both/revert/window=lifecycle"
     path = tmp_path / "report.json"
@@ -182,35 +186,38 @@ reason = "reviewed"
 def test_rejudge_applies_a_new_known_entry_without_running_anything(tmp_path):
     finding = {"checkpoint": "after-revert", "check": "rt", "where": "host-a pinned pCPUs",
                "expected": "2", "seen": "0", "class": "hard"}
+    missed = _problem("missed-injection", "injection did not fire on host-b: its periodic was "
+                      "deferred to a lock release that never came")
     report = _report(tmp_path, [finding], [
-        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0",
-        "nondeterministic trace: expected point 'x' at step 3, run reached 'y'"])
+        _problem("finding", "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, "
+                 "seen 0"), missed])
     known_file = tmp_path / "known.toml"
     known_file.write_text(KNOWN)
     out = tmp_path / "again.json"
     proc = cli("rejudge", str(report), "--known", str(known_file), "--json", str(out))
-    # the finding is now known; the trace problem did not come from a finding and stays
+    # the finding is now known; the missed injection did not come from a finding and stays
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fail 1 -> 1" in proc.stdout
     # failures are shown grouped by what they found, with one replay command per group
     assert "1 items of pinned-hugepages, window lifecycle: points 0..0" in proc.stdout
-    assert "    nondeterministic trace" in proc.stdout and "e.g. nova-chaos replay 'pinned" in proc.stdout
+    assert "    missed-injection" in proc.stdout and "e.g. nova-chaos replay 'pinned" in proc.stdout
     item = json.loads(out.read_text())["items"][0]
-    assert item["problems"] == ["nondeterministic trace: expected point 'x' at step 3, run reached 'y'"]
+    assert item["problems"] == [missed]
     assert item["known"] and "reviewed" in item["known"][0]
-    clean = _report(tmp_path, [finding], [
-        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0"])
+    clean = _report(tmp_path, [finding], [_problem(
+        "finding", "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0")])
     proc = cli("rejudge", str(clean), "--known", str(known_file))
     assert proc.returncode == 0 and "known 0 -> 1" in proc.stdout, proc.stdout + proc.stderr
     # value-exact: the same place with another value is a new finding
-    other = _report(tmp_path, [dict(finding, seen="1")], [
-        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 1"])
+    other = _report(tmp_path, [dict(finding, seen="1")], [_problem(
+        "finding", "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 1")])
     proc = cli("rejudge", str(other), "--known", str(known_file), "--json", str(out))
     assert proc.returncode == 1 and "fail 1 -> 1" in proc.stdout, proc.stdout + proc.stderr
     assert json.loads(out.read_text())["items"][0]["problems"] == [
-        "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 1",
-        "known finding no longer reproduces: hard [rt] host-a pinned pCPUs = 0 at after-revert: "
-        "reviewed"]
+        _problem("finding", "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, "
+                 "seen 1"),
+        _problem("stale-known", "known finding no longer reproduces: hard [rt] host-a pinned "
+                 "pCPUs = 0 at after-revert: reviewed")]
 
 
 def test_rejudge_reports_an_entry_that_no_longer_reproduces(tmp_path):
@@ -234,8 +241,10 @@ def test_proposed_entries_cover_exactly_the_failing_items(tmp_path):
     lag = {"checkpoint": "after-revert", "check": "rt", "where": "host-b vcpus_used",
            "expected": "0", "seen": "4", "class": "transient"}
     report = _report(tmp_path, [hard, lag], [
-        "hard finding at after-injection@host-a: [rt] host-a pinned pCPUs: expected 2, seen 0",
-        "transient finding at after-revert: [rt] host-b vcpus_used: expected 0, seen 4"])
+        _problem("finding", "hard finding at after-injection@host-a: [rt] host-a pinned pCPUs: "
+                 "expected 2, seen 0"),
+        _problem("finding", "transient finding at after-revert: [rt] host-b vcpus_used: "
+                 "expected 0, seen 4")])
     empty = tmp_path / "none.toml"
     empty.write_text("")
     proposal = cli("rejudge", str(report), "--known", str(empty), "--propose")

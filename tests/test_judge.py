@@ -6,6 +6,7 @@ so every way a run can fall short is built directly and must not pass.
 import types
 
 from harness.execute import campaign, discovery, runner
+from harness.execute.record import Problem
 from harness.explore import injection
 from harness.oracles.checks import Finding
 
@@ -38,42 +39,46 @@ def test_a_run_through_every_checkpoint_passes():
 def test_a_run_that_stopped_is_an_error_whatever_it_reached():
     out = finished(EVERY[:4], error="OpenStackApiNotFoundException: Item not found")
     assert out.verdict == "error"
-    assert out.problems[0] == ("error: stopped at confirm vm1: "
-                               "OpenStackApiNotFoundException: Item not found")
-    assert "never reached checkpoint after-confirm, after-delete" in out.problems[1]
+    assert [p.kind for p in out.problems] == ["error", "error"]
+    assert out.problems[0].text == ("error: stopped at confirm vm1: "
+                                    "OpenStackApiNotFoundException: Item not found")
+    assert "never reached checkpoint after-confirm, after-delete" in out.problems[1].text
 
 
 def test_a_missing_checkpoint_is_an_error_even_without_an_exception():
     out = finished([n for n in EVERY if n != "after-delete"])
     assert out.verdict == "error"
-    assert out.problems == ["error: never reached checkpoint after-delete "
-                            "(the run ended at delete vm1)"]
+    assert out.problems == [Problem("error", "error: never reached checkpoint after-delete "
+                                             "(the run ended at delete vm1)")]
 
 
 def test_target_both_needs_both_periodics():
     out = finished([n for n in EVERY if n != "after-injection@host-b"], fired=["host-a"])
     assert out.verdict == "fail"
-    assert out.problems == ["injection did not fire on host-b: its periodic was deferred "
-                            "to a lock release that never came"]
+    assert out.problems == [Problem("missed-injection", "injection did not fire on host-b: its "
+                                    "periodic was deferred to a lock release that never came")]
 
 
 def test_a_point_never_reached_fails():
     out = finished([n for n in EVERY if "injection" not in n], fired=[])
     assert out.verdict == "fail"
-    assert out.problems[0].startswith("injection did not fire: point")
+    assert out.problems[0].kind == "missed-injection"
+    assert out.problems[0].text.startswith("injection did not fire: point")
 
 
 def test_a_trace_off_the_recorded_one_is_an_error():
     out = finished(EVERY, trace=[TRACE[0], "source:X.y>Flavor.get#1", *TRACE[1:]])
     assert out.verdict == "error"
-    assert "nondeterministic trace" in out.problems[0]
+    assert out.problems[0].kind == "diverged-trace"
+    assert "nondeterministic trace" in out.problems[0].text
 
 
 def test_a_finding_no_entry_covers_fails():
     result = finished(EVERY)
     result.checkpoints[-1].findings.append(Finding("rt", "host-a pinned pCPUs", 2, 0))
-    verdict, problems, _ = campaign._verdict(ITEM, result.checkpoints, [], [], crashed=False)
-    assert verdict == "fail" and problems[0].startswith("hard finding at after-delete")
+    verdict, problems, _ = campaign._verdict(ITEM, result.checkpoints, [], [])
+    assert verdict == "fail" and problems[0].kind == "finding"
+    assert problems[0].text.startswith("hard finding at after-delete")
 
 
 def test_discovery_is_keyed_on_every_module_of_the_tree(tmp_path):

@@ -70,7 +70,8 @@ def test_a_stray_thread_makes_threads_fork_an_error_naming_it(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
     (item,) = json.loads(report.read_text())["items"]
     assert item["verdict"] == "error"
-    assert "other threads are alive: selftest-stray" in item["problems"][0], item["problems"]
+    assert item["problems"][0]["kind"] == "error"
+    assert "other threads are alive: selftest-stray" in item["problems"][0]["text"], item["problems"]
 
 
 def _pytest_outcomes(tmp_path, workers):
@@ -150,7 +151,6 @@ def test_children_forked_inside_the_storage_check_leave_their_parent_alone(tmp_p
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     data = json.loads(report.read_text())
     assert len(data["items"]) == 3 * len(STORAGE_CHECK)
-    problems = [p for i in data["items"] for p in i["problems"]
-                if not p.startswith(("hard finding", "transient finding"))]
+    problems = [p for i in data["items"] for p in i["problems"] if p["kind"] != "finding"]
     assert problems == []
     assert all(p["passed"] and p["trace_matches"] for p in data["meta"]["fork_parents"])

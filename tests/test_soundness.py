@@ -21,7 +21,8 @@ def _verdicts(tmp_path, name, *args, env=None):
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     data = json.loads(report.read_text())
-    return proc, {i["id"]: (i["verdict"], i["problems"]) for i in data["items"]}, data["meta"]
+    return proc, {i["id"]: (i["verdict"], [(p["kind"], p["text"]) for p in i["problems"]])
+                  for i in data["items"]}, data["meta"]
 
 
 def test_a_server_vanishing_mid_confirm_is_an_error_in_every_mode(tmp_path):
@@ -35,9 +36,9 @@ def test_a_server_vanishing_mid_confirm_is_an_error_in_every_mode(tmp_path):
     by_ending = {i.split("/")[3]: v for i, v in results["fork"].items()}
     verdict, problems = by_ending["confirm"]
     assert verdict == "error"
-    assert problems[0] == ("error: stopped at confirm vm1: "
+    assert problems[0] == ("error", "error: stopped at confirm vm1: "
                            "OpenStackApiNotFoundException: Item not found")
-    assert problems[1] == "error: never reached checkpoint after-confirm, after-delete"
+    assert problems[1] == ("error", "error: never reached checkpoint after-confirm, after-delete")
     assert by_ending["revert"][0] in ("pass", "known")  # the sabotage hits confirm only
     item = next(i for i in results["fork"] if "/confirm/" in i)
     replay = cli("replay", item)

@@ -15,71 +15,12 @@ import fixtures
 from harness import scenario as scenario_mod
 from harness.cloud import mutations
 from harness.execute import discovery, runner
+from harness.execute.item import Item
+from harness.execute.record import PROVED_NOTHING, Problem, Record
 from harness.explore import injection
 from harness.oracles import known
-from harness.errors import UnknownChoice, UsageError
+from harness.errors import UnknownChoice
 from harness.explore.tracer import DEFAULT_WINDOW
-
-SEP = "/"
-
-
-@dataclasses.dataclass(frozen=True)
-class Item:
-    scenario: str
-    point: str
-    target: str
-    ending: str
-    mutation: str | None = None
-    window: str = DEFAULT_WINDOW
-
-    @property
-    def id(self) -> str:
-        base = SEP.join((self.scenario, self.point, self.target, self.ending))
-        if self.window != DEFAULT_WINDOW:
-            base += f"{SEP}window={self.window}"
-        return base + (f"{SEP}mutate={self.mutation}" if self.mutation else "")
-
-    @classmethod
-    def parse(cls, text: str) -> "Item":
-        parts = text.split(SEP)
-        options = {}
-        while parts and parts[-1].split("=", 1)[0] in ("mutate", "window") and "=" in parts[-1]:
-            key, value = parts.pop().split("=", 1)
-            options[key] = value
-        if len(parts) != 4:
-            raise UsageError(f"bad item id {text!r}; expected "
-                             "SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME]")
-        return cls(*parts, mutation=options.get("mutate"),
-                   window=options.get("window", DEFAULT_WINDOW))
-
-    def replay_command(self) -> str:
-        return f"nova-chaos replay '{self.id}'"
-
-
-@dataclasses.dataclass
-class ItemResult:
-    item: Item
-    verdict: str            # pass | known | fail | error
-    checkpoints: list
-    problems: list          # lines saying why it failed
-    known: list             # lines of the known findings it showed
-    fired: list
-    seconds: float
-    trace: list             # point ids reached, in order
-
-    def to_json(self) -> dict:
-        return {
-            "id": self.item.id, "verdict": self.verdict, "seconds": round(self.seconds, 3),
-            "fired": self.fired, "problems": self.problems, "known": self.known,
-            "findings": [{"checkpoint": cp.name, "check": f.check, "where": f.where,
-                          "expected": repr(f.expected), "seen": repr(f.seen),
-                          "value": known.value_of(f), "class": known.classify(f)}
-                         for cp in self.checkpoints for f in cp.findings],
-            "replay": self.item.replay_command(),
-            # evidence for a failure that may not replay: what Nova warned of, in order
-            **({"log": self.log} if getattr(self, "log", None) else {}),
-        }
-
 
 def trace_key(scenario: str, window: str) -> str:
     """Key of one scenario+window's traces in the ``{key: traces}`` maps executors pass."""
@@ -198,7 +139,7 @@ def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT
 
 
 def run_item(item: Item, traces: dict | None = None, entries=None,
-             timeout: float = 180.0, detail: bool = False) -> ItemResult:
+             timeout: float = 180.0, detail: bool = False) -> Record:
     """Run one item in a fresh environment and judge it (known findings applied strictly)."""
     scen = scenario_mod.load(item.scenario)
     inj = injection.Injection(item.point, item.target, detail=detail)
@@ -215,7 +156,7 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
     return judge(item, run, inj, traces, entries, started)
 
 
-def judge(item: Item, run, inj, traces, entries, started) -> ItemResult:
+def judge(item: Item, run, inj, traces, entries, started) -> Record:
     """Decide an item's verdict from its finished run (wherever it ran).
 
     ``error``: the item proved nothing -- the run stopped short of a planned
@@ -227,50 +168,58 @@ def judge(item: Item, run, inj, traces, entries, started) -> ItemResult:
     expected_trace = traces.get(item.ending) if traces else None
     result = run.result
     trace = [p.id for p in run.tracer.points] if run.tracer else []
-    errors, problems = [], []
+    problems = []
     if result.error:
-        errors.append(f"error: stopped at {result.stopped_at}: {result.error}")
+        problems.append(Problem("error", f"error: stopped at {result.stopped_at}: {result.error}"))
     missing = result.missing(run.planned())
     if missing:
-        errors.append(f"error: never reached checkpoint {', '.join(missing)}"
-                      + ("" if result.error else f" (the run ended at {run.where})"))
-    if not inj.fired_at:
-        problems.append(f"injection did not fire: point {item.point} was not reached")
-    else:
-        reached = {cp.name for cp in result.checkpoints}
-        for host in inj.hosts:
-            if f"after-injection@{host}" not in reached:
-                problems.append(f"injection did not fire on {host}: its periodic was "
-                                "deferred to a lock release that never came")
+        problems.append(Problem("error", f"error: never reached checkpoint {', '.join(missing)}"
+                                + ("" if result.error else f" (the run ended at {run.where})")))
     if expected_trace is not None and item.point in expected_trace:
         # the run must follow the recorded trace up to the point (determinism)
         upto = expected_trace.index(item.point) + 1
         if trace[:upto] != expected_trace[:upto]:
             diverged = next((i for i, (a, b) in enumerate(zip(trace, expected_trace)) if a != b),
                             min(len(trace), upto))
-            errors.append(
+            problems.append(Problem(
+                "diverged-trace",
                 f"error: nondeterministic trace: expected point {expected_trace[diverged]!r} "
                 f"at step {diverged + 1}, run reached "
-                f"{trace[diverged] if diverged < len(trace) else 'the end'!r}")
+                f"{trace[diverged] if diverged < len(trace) else 'the end'!r}"))
+    if not inj.fired_at:
+        problems.append(Problem("missed-injection",
+                                f"injection did not fire: point {item.point} was not reached"))
+    else:
+        reached = {cp.name for cp in result.checkpoints}
+        for host in inj.hosts:
+            if f"after-injection@{host}" not in reached:
+                problems.append(Problem(
+                    "missed-injection", f"injection did not fire on {host}: its periodic was "
+                    "deferred to a lock release that never came"))
     verdict, problems, known_lines = _verdict(
-        item, result.checkpoints, errors + problems,
-        known.load() if entries is None else entries, crashed=bool(errors))
-    out = ItemResult(item, verdict, result.checkpoints, problems, known_lines,
-                     inj.fired_at, time.monotonic() - started, trace)
-    out.changes = inj.changes
-    out.log = result.warnings() if verdict in ("fail", "error") else []
-    return out
+        item, result.checkpoints, problems, known.load() if entries is None else entries)
+    return Record(item, verdict, problems, known_lines, time.monotonic() - started,
+                  inj.fired_at, findings_json(result.checkpoints),
+                  result.warnings() if verdict in ("fail", "error") else [],
+                  result.checkpoints, trace, inj.changes)
 
 
-_FROM_FINDINGS = ("hard finding at ", "transient finding at ", "known finding no longer reproduces")
+def findings_json(checkpoints) -> list:
+    return [{"checkpoint": cp.name, "check": f.check, "where": f.where,
+             "expected": repr(f.expected), "seen": repr(f.seen),
+             "value": known.value_of(f), "class": known.classify(f)}
+            for cp in checkpoints for f in cp.findings]
 
 
-def _verdict(item, checkpoints, problems, entries, crashed) -> tuple:
+def _verdict(item, checkpoints, problems, entries) -> tuple:
     """``(verdict, problems, known lines)``: the run's own problems plus what its findings say."""
+    crashed = any(p.kind in PROVED_NOTHING for p in problems)
     unknown, stale, known_pairs = known.judge(item, checkpoints, entries)
-    problems = problems + [f"{known.classify(f)} finding at {cp}: {f.line()}" for cp, f in unknown]
+    problems = problems + [Problem("finding", f"{known.classify(f)} finding at {cp}: {f.line()}")
+                           for cp, f in unknown]
     if not crashed:  # a run that stopped early cannot show what an entry expects later
-        problems += [f"known finding no longer reproduces: {e.describe(i)}" for e, i in stale]
+        problems += [Problem("stale-known", f"known finding no longer reproduces: {e.describe(i)}")
+                     for e, i in stale]
     verdict = ("error" if crashed else
                "fail" if problems else "known" if known_pairs else "pass")
     return verdict, problems, [f"{e.klass}: {f.line()} ({e.reason})" for e, f in known_pairs]
@@ -290,8 +239,9 @@ def rejudge(record: dict, entries) -> dict:
             known.stored_finding(f))
     if record["verdict"] == "error":  # nothing was judged: it stays as it was
         return record
-    own = [p for p in record["problems"] if not p.startswith(_FROM_FINDINGS)]
+    own = [p for p in map(Problem.from_json, record["problems"])
+           if p.kind not in ("finding", "stale-known")]
     verdict, problems, known_lines = _verdict(
-        Item.parse(record["id"]), list(checkpoints.values()), own, entries,
-        crashed=False)
-    return dict(record, verdict=verdict, problems=problems, known=known_lines)
+        Item.parse(record["id"]), list(checkpoints.values()), own, entries)
+    return dict(record, verdict=verdict, problems=[p.to_json() for p in problems],
+                known=known_lines)

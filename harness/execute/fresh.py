@@ -18,12 +18,10 @@ from harness.execute.record import Record
 
 
 def run_here(items, traces, on_result, timeout):
-    """``traces``: ``{trace_key: {ending: [point ids]}}`` from discovery."""
+    """One item after another in this process (a worker's share)."""
     out = []
     for item in items:
-        record = Record.from_json(
-            run_item(item, traces.get(trace_key(item.scenario, item.window)),
-                     timeout=timeout).to_json())
+        record = run_item(item, traces.get(trace_key(item.scenario, item.window)), timeout=timeout)
         on_result(record)
         out.append(record)
     return out

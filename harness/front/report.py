@@ -131,8 +131,8 @@ def failure_groups(records: list, campaigns: list) -> str:
         found = tuple(sorted({(f["class"], f["checkpoint"].split("@")[0], f["check"], f["where"])
                               for f in r.get("findings", [])}))
         # a stale known entry is named whole; other problems (errors, traces) by their kind
-        other = tuple(sorted({p if p.startswith("known finding") else p.split(":")[0]
-                              for p in r["problems"] if " finding at " not in p}))
+        other = tuple(sorted({p["text"] if p["kind"] == "stale-known" else p["kind"]
+                              for p in r["problems"] if p["kind"] != "finding"}))
         groups.setdefault((scen, window, found, other), []).append(
             (order.get((scen, window, point), 0), target, ending, r["id"]))
     lines = []
@@ -173,7 +173,7 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
     for r in records:
         if r["verdict"] != "fail" or not r.get("findings"):
             continue
-        if any(" finding at " not in p for p in r["problems"]):
+        if any(p["kind"] != "finding" for p in r["problems"]):
             continue  # errors, stale entries, diverged traces: not a finding to accept
         scen, window, point, target, ending = _id_parts(r["id"])
         places = {}
@@ -229,7 +229,7 @@ def to_junit(results, suite: str) -> str:
                              time=f"{r.seconds:.3f}")
         if r.verdict in ("fail", "error"):
             tag = "failure" if r.verdict == "fail" else "error"
-            el = ET.SubElement(case, tag, message=(r.problems or ["?"])[0][:200])
+            el = ET.SubElement(case, tag, message=str((r.problems or ["?"])[0])[:200])
             el.text = failure_text(r)
         elif r.known:
             ET.SubElement(case, "system-out").text = "\n".join(r.known)

@@ -1,0 +1,46 @@
+"""An item of a campaign: (scenario, point id, target, ending[, window][, mutation]).
+
+Its id is plain text, the same everywhere, and is all ``nova-chaos replay``
+needs.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from harness.errors import UsageError
+from harness.explore.tracer import DEFAULT_WINDOW
+
+SEP = "/"
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    scenario: str
+    point: str
+    target: str
+    ending: str
+    mutation: str | None = None
+    window: str = DEFAULT_WINDOW
+
+    @property
+    def id(self) -> str:
+        base = SEP.join((self.scenario, self.point, self.target, self.ending))
+        if self.window != DEFAULT_WINDOW:
+            base += f"{SEP}window={self.window}"
+        return base + (f"{SEP}mutate={self.mutation}" if self.mutation else "")
+
+    @classmethod
+    def parse(cls, text: str) -> "Item":
+        parts = text.split(SEP)
+        options = {}
+        while parts and parts[-1].split("=", 1)[0] in ("mutate", "window") and "=" in parts[-1]:
+            key, value = parts.pop().split("=", 1)
+            options[key] = value
+        if len(parts) != 4:
+            raise UsageError(f"bad item id {text!r}; expected "
+                             "SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME]")
+        return cls(*parts, mutation=options.get("mutate"),
+                   window=options.get("window", DEFAULT_WINDOW))
+
+    def replay_command(self) -> str:
+        return f"nova-chaos replay '{self.id}'"
