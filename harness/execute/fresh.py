@@ -1,6 +1,6 @@
 """The fresh strategy: a new in-process cloud per item, in worker subprocesses.
 
-Workers (``python -m harness.execute.worker``) get a deterministic share of
+Workers (``python -m harness.front.worker``) get a deterministic share of
 the items (round-robin by position) and answer one JSON line per item, so
 verdicts do not depend on the number of workers. The backend is passed
 down, since Nova fixes it at import time.
@@ -45,7 +45,7 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> lis
         if not share:
             continue
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.execute.worker", "--backend", backend],
+            [sys.executable, "-m", "harness.front.worker", "--backend", backend],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, env=env)
         proc.stdin.write(json.dumps({"items": [i.id for i in share], "traces": traces,

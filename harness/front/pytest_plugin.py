@@ -162,7 +162,7 @@ def _run_shard(shard, traces, backend) -> list:
     import sys
     mode = "fork" if hasattr(os, "fork") else "fresh"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.execute.worker", "--backend", backend, "--mode", mode,
+        [sys.executable, "-m", "harness.front.worker", "--backend", backend, "--mode", mode,
          "--jobs", str(os.cpu_count() or 1)],
         input=json.dumps({"items": [i.id for i in shard], "traces": traces}),
         capture_output=True, text=True, timeout=300 + 120 * len(shard),

@@ -12,7 +12,7 @@ import sys
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="harness.execute.worker")
+    parser = argparse.ArgumentParser(prog="harness.front.worker")
     parser.add_argument("--backend", default="eventlet")
     parser.add_argument("--mode", choices=("fork", "fresh"), default="fresh")
     parser.add_argument("--jobs", type=int, default=1)
