@@ -140,9 +140,13 @@ def pytest_wall(workers, points) -> float:
 
 
 # -- the uninstrumented floor and the tracer's overhead (runs in a subprocess) --
-def measure_inprocess(scenario: str, reps: int) -> dict:
+def measure_inprocess(scenario: str, reps: int, backend: str | None = None,
+                      inline: bool | None = None) -> dict:
+    """Medians of uninjected runs; ``inline``: RPCs dispatched on the caller's thread
+    (harness.cloud.one_thread, as a fork parent runs) -- by default on threads only."""
     from harness.cloud import nova_support
-    backend = nova_support.default_backend()[0]  # the one the harness's runs use by default
+    backend = backend or nova_support.default_backend()[0]  # the harness's runs' default
+    inline = backend == "threads" if inline is None else inline
     nova_support.select_backend(backend)
     nova_support.load_nova()
     from harness.front.console import quiet
@@ -173,8 +177,7 @@ def measure_inprocess(scenario: str, reps: int) -> dict:
             self.periodic = time.perf_counter() - start
 
     def once(traced: bool):
-        run = Timed(scen, scen.endings[0], converge_every=False,
-                    one_thread=backend == "threads")  # as a fork parent runs it
+        run = Timed(scen, scen.endings[0], converge_every=False, one_thread=inline)
         points = []
 
         class Up(fixtures.Fixture, runner.Hooks):
@@ -243,6 +246,19 @@ def against(ref: str, scen: str, tmp: str, reps: int) -> None:
                        capture_output=True)
 
 
+def inprocess(scen: str, reps: int, *extra) -> dict:
+    _, out, _ = timed([sys.executable, os.path.abspath(__file__), "--inprocess", scen,
+                       "--reps", str(reps), *extra], ok=(0,))
+    return json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+
+
+def floor_of(m: dict) -> float:
+    """The Nova work an item cannot avoid, from an uninstrumented run's medians."""
+    pl = m["plain"]
+    return (pl["periodic"] + pl["verify_check"] + m["rest_fraction"] * pl["resize"]
+            + pl["verify_check"] + pl["ending"] + pl["ending_check"] + pl["delete_and_check"])
+
+
 def ratio_line(label, value, target, ok) -> str:
     return f"  {label:58} {value:>10}   target {target:<10} {'MET' if ok else 'MISSED'}"
 
@@ -253,12 +269,15 @@ def main(argv=None) -> int:
     p.add_argument("--full", action="store_true", help="whole default campaign every way")
     p.add_argument("--reps", type=int, default=3, help="uninjected runs per variant")
     p.add_argument("--inprocess", help=argparse.SUPPRESS)
+    p.add_argument("--backend", help=argparse.SUPPRESS)
+    p.add_argument("--inline", choices=("on", "off"), help=argparse.SUPPRESS)
     p.add_argument("--against", metavar="GIT_REF",
                    help="only compare the cost per item with the harness at GIT_REF "
                    "(e.g. the commit before a change to the checks)")
     args = p.parse_args(argv)
     if args.inprocess:
-        out = measure_inprocess(args.inprocess, args.reps)
+        out = measure_inprocess(args.inprocess, args.reps, args.backend,
+                                None if args.inline is None else args.inline == "on")
         print("RESULT " + json.dumps(out))
         return 0
     scen = args.scenario
@@ -273,13 +292,13 @@ def main(argv=None) -> int:
     sample = [] if args.full else list(SAMPLE_POINTS)
 
     # floor and instrumentation overhead
-    _, out, _ = timed([sys.executable, os.path.abspath(__file__), "--inprocess", scen,
-                       "--reps", str(args.reps)], ok=(0,))
-    m = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
+    m = inprocess(scen, args.reps)
     pl = m["plain"]
-    floor = (pl["periodic"] + pl["verify_check"] + m["rest_fraction"] * pl["resize"]
-             + pl["verify_check"] + pl["ending"] + pl["ending_check"] + pl["delete_and_check"])
+    floor = floor_of(m)
     overhead = m["traced"]["steps"] / pl["steps"] - 1
+    # what dispatching RPCs on the caller's thread saves per item, on each backend
+    dispatch = {(b, how): floor_of(inprocess(scen, args.reps, "--backend", b, "--inline", how))
+                for b in ("eventlet", "threads") for how in ("on", "off")}
 
     # fresh environments vs the default (fork) mode, one job each
     fresh = campaign(scen, 1, "fresh", SAMPLE_POINTS if args.full else SAMPLE_POINTS[:3],
@@ -322,6 +341,10 @@ def main(argv=None) -> int:
           f"{per['eventlet']:.2f} s, threads {per['threads']:.2f} s; verdicts identical: "
           f"{same_backends}; threads fresh per item (real threads, {thr_fresh['items']} items): "
           f"{thr_fresh_item:.2f} s")
+    print("  floor per item, RPCs on the caller's thread (one_thread) vs Nova's own dispatch: "
+          + "; ".join(f"{b} {dispatch[b, 'on']:.2f} s vs {dispatch[b, 'off']:.2f} s (saves "
+                      f"{dispatch[b, 'off'] - dispatch[b, 'on']:+.2f} s)"
+                      for b in ("eventlet", "threads")))
     print("\nratios")
     print(ratio_line("fresh / harness per item", f"{fresh_item / fork_item:.1f}x", ">= 8x",
                      fresh_item / fork_item >= 8))
