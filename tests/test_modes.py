@@ -78,8 +78,7 @@ def _pytest_outcomes(tmp_path, workers):
     xml = tmp_path / f"n{workers}.xml"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", str(workers),
            "tests/test_campaign.py", f"--junitxml={xml}", "-W", "ignore"]
-    for point in SAMPLE:
-        cmd += ["--chaos-point", point]
+    cmd += ["--chaos-point", SAMPLE[0]]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -90,8 +89,8 @@ def _pytest_outcomes(tmp_path, workers):
 def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
     serial = _pytest_outcomes(tmp_path, 0)
     parallel = _pytest_outcomes(tmp_path, 2)
-    # clean: source and dest x confirm and revert, auto-confirm on both; mutated: 3 targets x revert
-    assert len(serial) == 2 * 4 + 2 + 2 * 3
+    # clean: source x revert, auto-confirm on both; mutated: source and dest x revert
+    assert len(serial) == 1 + 1 + 2
     assert serial == parallel
 
 

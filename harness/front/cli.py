@@ -88,6 +88,7 @@ def build_parser():
                         "reproduces, on one sampled item each")
     sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
     sp.add_argument("--jobs", default="auto", help="items at a time, or 'auto' (one per core)")
+    sp.add_argument("--scenario", help="only the entries whose sampled item is in this scenario")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_known)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
