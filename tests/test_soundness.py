@@ -58,3 +58,25 @@ def test_a_fork_parent_held_far_longer_than_its_items_gives_the_same_verdicts(tm
     assert held == free
     assert [v for v, _ in held.values()] == ["pass", "pass"]
     assert all(p["passed"] and p["trace_matches"] for p in meta["fork_parents"])
+
+
+#: inside migrate_disk_and_power_off, which holds the instance directory's path
+#: (computed before power_off) across the point
+INSIDE_POWER_OFF = "source:LibvirtDriver._destroy._wait_for_destroy>driver.get_info#1"
+
+
+def test_children_forked_where_nova_holds_a_path_have_their_own_files(tmp_path):
+    """Every process of a fork tree sees its own instance files at the same path.
+
+    With a private path in CONF only, the second child forked here renamed the
+    parent's instance directory from under it (FileNotFoundError), and its
+    result was filed under an ending it never chose ("a forked child wrote
+    no result").
+    """
+    proc, verdicts, meta = _verdicts(tmp_path, "files", "--point", INSIDE_POWER_OFF,
+                                     "--target", "source", "--target", "dest",
+                                     "--ending", "revert", "--jobs", "2")
+    assert len(verdicts) == 2
+    assert all(v in ("pass", "known") for v, _ in verdicts.values()), verdicts
+    assert all(p["passed"] and p["trace_matches"] for p in meta["fork_parents"])
+

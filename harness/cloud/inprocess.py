@@ -136,11 +136,13 @@ class Cloud(fixtures.Fixture):
     :ivar servers: scenario server name -> server uuid
     """
 
-    def __init__(self, scenario, timeout: float = 60.0, one_thread: bool = False):
+    def __init__(self, scenario, timeout: float = 60.0, one_thread: bool = False,
+                 files_at: str | None = None):
         super().__init__()
         self.scenario = scenario
         self.timeout = timeout
         self.one_thread = one_thread  # the OneThread fixture once up (threads backend, fork)
+        self.files_at = files_at  # instances_path, resolved in each process's working directory
 
     def _setUp(self):
         # in-memory databases: a forked child must keep the parent's connections,
@@ -158,6 +160,13 @@ class Cloud(fixtures.Fixture):
         finally:
             self.addCleanup(env.doCleanups)
         self.env = env
+        if self.files_at:  # a process that forks: its children see their own files there
+            from nova import conf
+            home = self.useFixture(fixtures.TempDir()).path
+            os.rename(conf.CONF.instances_path, os.path.join(home, "instances"))
+            self.addCleanup(os.chdir, os.getcwd())
+            os.chdir(home)
+            env.flags(instances_path=self.files_at)
         fmt = lambda cpus: ",".join(str(c) for c in sorted(cpus)) or None  # noqa: E731
         env.flags(cpu_dedicated_set=fmt(self.scenario.cpu_sets.dedicated),
                   cpu_shared_set=fmt(self.scenario.cpu_sets.shared), group="compute")

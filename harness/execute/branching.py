@@ -98,11 +98,33 @@ class Slots:
         self.fd = None
 
 
+#: the instance files' path every process of a fork tree is given: each process
+#: resolves it through its own working directory (see :func:`_copy_instances_path`)
+PER_PROCESS = "/proc/self/cwd/instances"
+
+
+def per_process_files() -> bool:
+    return os.path.isdir("/proc/self/cwd")
+
+
 def _copy_instances_path(scratch: str) -> str:
-    """A private copy of the instance files, made now (the caller is paused at a point)."""
+    """A private copy of the instance files, made now (the caller is paused at a point).
+
+    Where the cloud gave every process :data:`PER_PROCESS` as its instance
+    path, the copy is a new working directory holding ``instances``: the
+    paths Nova's frames computed before the fork (migrate_disk_and_power_off
+    holds ``inst_base`` across power_off) then name the child's own files.
+    A private path in CONF alone would leave those frames on the parent's
+    files (measured: two children forked inside power_off, the second's
+    rename of the instance directory failed with FileNotFoundError).
+    """
     from nova import conf
     mine = tempfile.mkdtemp(prefix="fs-", dir=scratch)
-    shutil.copytree(conf.CONF.instances_path, mine, symlinks=True, dirs_exist_ok=True)
+    if conf.CONF.instances_path == PER_PROCESS:
+        shutil.copytree(os.path.join(os.getcwd(), "instances"), os.path.join(mine, "instances"),
+                        symlinks=True)
+    else:
+        shutil.copytree(conf.CONF.instances_path, mine, symlinks=True, dirs_exist_ok=True)
     return mine
 
 
@@ -203,7 +225,10 @@ class Brancher:
         from nova import conf
         self.running = {}  # the siblings are not this child's to reap
         _fresh_hub()
-        conf.CONF.set_override("instances_path", fs)
+        if conf.CONF.instances_path == PER_PROCESS:
+            os.chdir(fs)
+        else:
+            conf.CONF.set_override("instances_path", fs)
         self.slots.forget()
         self.slots.acquire()
 

@@ -18,7 +18,8 @@ from harness.execute import runner
 from harness.explore import injection
 from harness.explore.tracer import DEFAULT_WINDOW
 
-CACHE_DIR = os.environ.get("NOVA_CHAOS_CACHE", os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
+CACHE_DIR = os.path.abspath(os.environ.get("NOVA_CHAOS_CACHE")
+                            or os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
 def _cache_path(scen, backend: str, window: str) -> str:

@@ -82,7 +82,8 @@ class ForkSweep:
                                  on_wait=self.collect)
         self.records: dict = {}
         run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
-                         timeout=self.parent_bound(len(self.items)), one_thread=_one_thread())
+                         timeout=self.parent_bound(len(self.items)), one_thread=_one_thread(),
+                         own_files=True)
 
         gc.collect()
         gc.freeze()
@@ -152,6 +153,7 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
         self.past_verify = False    # the top parent's uninjected tail: nothing to branch
         self.held = False           # the self-test hold happened (once per sweep)
         self.injected = None        # (point, target, started): this process injected
+        self.ending_chosen = False  # a target-child reached VERIFY_RESIZE and chose its ending
 
     def _setUp(self):
         if self.sweep.mutation:  # Nova broken first, then traced, as in a fresh item
@@ -228,17 +230,26 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
         chosen = self.sweep.brancher.branch([(point.id, target, e) for e in endings[1:]],
                                             lambda: run.where)
         run.ending = chosen[2] if chosen is not None else endings[0]
+        self.ending_chosen = True
 
     def _report_and_exit(self, run, point, target, started):
+        """Judge this process's item and leave. A target-child that stopped before
+        VERIFY_RESIZE chose no ending: the run it made is every ending's item."""
         code = 3
         try:
-            item = campaign.Item(self.sweep.scen.name, point.id, target, run.ending,
-                                 self.sweep.mutation, self.sweep.window)
-            result = campaign.judge(item, run, self.injection, self.sweep.traces, None, started)
-            path = self.sweep._path(item)
-            with open(path + ".tmp", "w") as fh:
-                json.dump(result.to_json(), fh)
-            os.replace(path + ".tmp", path)
+            endings = [run.ending]
+            if self.ending_parent is None and not self.ending_chosen:
+                endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
+            for ending in endings:
+                run.ending = ending
+                item = campaign.Item(self.sweep.scen.name, point.id, target, ending,
+                                     self.sweep.mutation, self.sweep.window)
+                result = campaign.judge(item, run, self.injection, self.sweep.traces, None,
+                                        started)
+                path = self.sweep._path(item)
+                with open(path + ".tmp", "w") as fh:
+                    json.dump(result.to_json(), fh)
+                os.replace(path + ".tmp", path)
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             code = 0
         finally:

@@ -92,7 +92,8 @@ class Hooks:
 class Run:
     """State of one run, handed to its instrument."""
 
-    def __init__(self, scenario, ending, converge_every=True, timeout=180.0, one_thread=False):
+    def __init__(self, scenario, ending, converge_every=True, timeout=180.0, one_thread=False,
+                 own_files=False):
         if ending not in scenario.endings:
             raise UnknownChoice(f"ending for scenario {scenario.name}", ending, scenario.endings)
         self.scenario, self.ending = scenario, ending
@@ -109,6 +110,7 @@ class Run:
         self.chosen: dict = {}   # server -> {"old"/"new": NUMA cells}: the move's, as last seen
         self.ending_server = None  # the server whose ending runs now
         self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
+        self.own_files = own_files  # each forked process sees its own instance files at one path
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
@@ -188,7 +190,11 @@ class Run:
         scope.setUp()
         try:
             scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
-            self.cloud = scope.useFixture(Cloud(self.scenario, one_thread=self.one_thread))
+            from harness.execute import branching  # eventlet's patcher: only where Nova runs
+            files_at = (branching.PER_PROCESS
+                        if self.own_files and branching.per_process_files() else None)
+            self.cloud = scope.useFixture(Cloud(self.scenario, one_thread=self.one_thread,
+                                                files_at=files_at))
             self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise
             if instrument is not None:
                 fixture = instrument(self)

@@ -62,7 +62,8 @@ class PartialReport:
     """
 
     def __init__(self, path: str, meta: dict, planned: int, every: float = 30.0):
-        self.path, self.meta, self.planned, self.every = path, meta, planned, every
+        # absolute: a fork parent works in its own directory while the run is on
+        self.path, self.meta, self.planned, self.every = os.path.abspath(path), meta, planned, every
         self.results: dict = {}
         self.last = time.monotonic()
         self.pid = os.getpid()  # forked children inherit this object: only the owner writes
