@@ -62,13 +62,16 @@ def pytest_configure(config):
         nova_support.select_backend(backend)
     config.stash[BACKEND] = backend or nova_support.default_backend()[0]
     config.stash[SHARDS_KEY] = Shards()
-    if (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
-            and not getattr(config.option, "testrunuid", None)):
+    if not hasattr(config, "workerinput"):
         import os
         import uuid
-        # name the run ourselves, so the controller knows where workers share results
-        config.option.testrunuid = uuid.uuid4().hex
-        os.environ["PYTEST_XDIST_TESTRUNUID"] = config.option.testrunuid
+        # name the run ourselves, so the controller knows where workers share results;
+        # always anew: a pytest run inside a test inherits the outer run's environment,
+        # and with its id would share (and, at its end, remove) the outer run's results
+        run = getattr(config.option, "testrunuid", None) or uuid.uuid4().hex
+        if getattr(config.option, "numprocesses", None):
+            config.option.testrunuid = run
+        os.environ["PYTEST_XDIST_TESTRUNUID"] = run
 
 
 def shard_of(item, points) -> str:
