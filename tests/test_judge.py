@@ -6,11 +6,12 @@ so every way a run can fall short is built directly and must not pass.
 import types
 
 from harness.execute import campaign, discovery, runner
+from harness.execute.item import Item
 from harness.execute.record import Problem
 from harness.explore import injection
 from harness.oracles.checks import Finding
 
-ITEM = campaign.Item("pinned-hugepages", "source:X.y>Instance.save#1", "both", "confirm")
+ITEM = Item("pinned-hugepages", "source:X.y>Instance.save#1", "both", "confirm")
 TRACE = ["source:X.y>Instance.get_by_uuid#1", "source:X.y>Instance.save#1", "dest:Z.w>notify#1"]
 HOSTS = ["host-a", "host-b"]
 

@@ -32,17 +32,20 @@ def _run(tmp_path, name, *extra):
 
 
 def test_fork_and_fresh_agree_clean_and_mutated(tmp_path):
-    narrow = ["--target", "source", "--target", "both", "--ending", "confirm", "--ending", "revert"]
+    """Both hosts injected (a fresh item costs 4-5 forked ones: CI keeps it to 8)."""
+    narrow = ["--target", "both", "--ending", "confirm", "--ending", "revert"]
     for mutate in ([], ["--mutate", "1944759"]):
         fork = _run(tmp_path, "fork", "--mode", "fork", *narrow, *mutate)
         fresh = _run(tmp_path, "fresh", "--mode", "fresh", *narrow, *mutate)
-        assert len(fork) == len(SAMPLE) * 4
+        assert len(fork) == len(SAMPLE) * 2
         assert fork == fresh
+        assert [v for v, _ in fork.values()].count("fail") == (2 if mutate else 0)
 
 
 def test_point_ids_agree_between_backends():
-    eventlet = cli("points", "pinned-hugepages", "--backend", "eventlet", "--fresh")
-    threads = cli("points", "pinned-hugepages", "--backend", "threads", "--fresh")
+    # each backend's discovery, cached under its own key (shared with the tests that sweep)
+    eventlet = cli("points", "pinned-hugepages", "--backend", "eventlet")
+    threads = cli("points", "pinned-hugepages", "--backend", "threads")
     assert eventlet.returncode == threads.returncode == 0, threads.stderr[-2000:]
     assert eventlet.stdout == threads.stdout
     assert len(eventlet.stdout.splitlines()) > 20
@@ -89,8 +92,8 @@ def _pytest_outcomes(tmp_path, workers):
 def test_pytest_xdist_collects_and_judges_like_serial(tmp_path):
     serial = _pytest_outcomes(tmp_path, 0)
     parallel = _pytest_outcomes(tmp_path, 2)
-    # clean: source x revert, auto-confirm on both; mutated: source and dest x revert
-    assert len(serial) == 1 + 1 + 2
+    # clean: source x revert, auto-confirm on both; mutated: source x revert
+    assert len(serial) == 1 + 1 + 1
     assert serial == parallel
 
 

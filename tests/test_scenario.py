@@ -124,7 +124,7 @@ def _finding(check, where, expected, seen):
 
 
 def test_an_entry_matches_values_not_only_places(tmp_path):
-    from harness.execute import campaign
+    from harness.execute.item import Item
     from harness.oracles import known
     path = tmp_path / "known.toml"
     path.write_text(ENTRY.format(points='"dest:x#1"').replace(
@@ -134,7 +134,7 @@ def test_an_entry_matches_values_not_only_places(tmp_path):
     assert entry.covering("after-revert", _finding("rt", "host-a pinned pCPUs", 2, 1)) is None
     # "back to zero" after the delete is never absorbed by a glob: it must be named
     assert entry.covering("after-delete", _finding("rt", "host-a pinned pCPUs", 2, 0)) is None
-    item = campaign.Item("pinned-hugepages", "dest:x#1", "both", "revert", window="lifecycle")
+    item = Item("pinned-hugepages", "dest:x#1", "both", "revert", window="lifecycle")
     assert entry.applies(item)
 
 

@@ -10,7 +10,7 @@ from harness import scenario
 from harness.cloud import nova_support
 from harness.execute import campaign, discovery
 from harness.oracles import known
-from harness.execute.campaign import Item
+from harness.execute.item import Item
 
 OUTER = ["dest:prep>Flavor._load#1", "dest:prep>Instance.save#1",
          "source:resize>Instance.save#1", "dest:finish>Flavor._load#2", "source:confirm>x#1"]

@@ -25,10 +25,6 @@ STUBS = (
      "returns no local disks, so migrate_disk_and_power_off copies no files (no qemu-img)"),
     ("LibvirtDriver._is_path_shared_with",
      "True: instance path shared between hosts, so no ssh to the destination"),
-    ("LibvirtDriver.check_instance_shared_storage_{local,remote,cleanup}",
-     "run as they are, but the temp file's path crosses the RPC relative to instances_path: "
-     "each forked process has its own copy of the instance files, and an absolute path "
-     "would check or delete its parent's file"),
 )
 #: environment corrections: make the shared in-process config look per-host
 PER_HOST = (
@@ -111,9 +107,6 @@ def _environment_class():
                 "nova.virt.libvirt.LibvirtDriver._get_instance_disk_info", return_value=[]))
             self.useFixture(fixtures.MockPatch(
                 "nova.virt.libvirt.LibvirtDriver._is_path_shared_with", return_value=True))
-            for name, wrapper in _rerooted_storage_check().items():
-                self.useFixture(fixtures.MonkeyPatch(f"nova.virt.libvirt.LibvirtDriver.{name}",
-                                                     wrapper))
             from harness.cloud.hostctx import HostAwareConf
             for module in ("nova.compute.manager", "nova.virt.libvirt.driver"):
                 conf = sys.modules[module].CONF
@@ -331,37 +324,6 @@ class Cloud(fixtures.Fixture):
         from harness.explore.tracer import quiet_context
         with quiet_context(context.get_admin_context()) as ctx:
             self.compute(host).manager.update_available_resource(ctx)
-
-
-def _rerooted_storage_check() -> dict:
-    """The shared-storage check with its temp file named relative to ``instances_path``.
-
-    The destination makes the file, the source looks for it over an RPC (a
-    yield point), the destination deletes it. A child forked in between has
-    its own instance files (harness.execute.forking), so the path it was handed must
-    resolve in its own copy, not in its parent's (measured: children deleted
-    the parent's file, whose revert then took the unshared-storage path).
-    """
-    from nova import conf
-    from nova.virt.libvirt import LibvirtDriver as driver
-    real_local = driver.check_instance_shared_storage_local
-    real_remote = driver.check_instance_shared_storage_remote
-    real_cleanup = driver.check_instance_shared_storage_cleanup
-
-    def here(data):
-        return dict(data, filename=os.path.join(conf.CONF.instances_path, data["filename"]))
-
-    def local(self, context, instance):
-        data = real_local(self, context, instance)
-        if data:
-            data = dict(data, filename=os.path.relpath(data["filename"], conf.CONF.instances_path))
-        return data
-
-    return {"check_instance_shared_storage_local": local,
-            "check_instance_shared_storage_remote":
-                lambda self, context, data: real_remote(self, context, here(data)),
-            "check_instance_shared_storage_cleanup":
-                lambda self, context, data: real_cleanup(self, context, here(data))}
 
 
 #: No heartbeat is that old in any run. A forked child starts with its

@@ -110,21 +110,18 @@ def per_process_files() -> bool:
 def _copy_instances_path(scratch: str) -> str:
     """A private copy of the instance files, made now (the caller is paused at a point).
 
-    Where the cloud gave every process :data:`PER_PROCESS` as its instance
-    path, the copy is a new working directory holding ``instances``: the
-    paths Nova's frames computed before the fork (migrate_disk_and_power_off
-    holds ``inst_base`` across power_off) then name the child's own files.
-    A private path in CONF alone would leave those frames on the parent's
+    Every process of a fork tree has :data:`PER_PROCESS` as its instance
+    path; the copy is a new working directory holding ``instances``, so
+    the paths Nova's frames computed before the fork (migrate_disk_and_power_off
+    holds ``inst_base`` across power_off) name the child's own files. A
+    private path in CONF alone would leave those frames on the parent's
     files (measured: two children forked inside power_off, the second's
-    rename of the instance directory failed with FileNotFoundError).
+    rename of the instance directory failed with FileNotFoundError), which
+    is why fork mode needs ``/proc/self/cwd`` (:func:`fork_supported`).
     """
-    from nova import conf
     mine = tempfile.mkdtemp(prefix="fs-", dir=scratch)
-    if conf.CONF.instances_path == PER_PROCESS:
-        shutil.copytree(os.path.join(os.getcwd(), "instances"), os.path.join(mine, "instances"),
-                        symlinks=True)
-    else:
-        shutil.copytree(conf.CONF.instances_path, mine, symlinks=True, dirs_exist_ok=True)
+    shutil.copytree(os.path.join(os.getcwd(), "instances"), os.path.join(mine, "instances"),
+                    symlinks=True)
     return mine
 
 
@@ -222,13 +219,9 @@ class Brancher:
         self.running.clear()
 
     def _in_child(self, fs, where, life):
-        from nova import conf
         self.running = {}  # the siblings are not this child's to reap
         _fresh_hub()
-        if conf.CONF.instances_path == PER_PROCESS:
-            os.chdir(fs)
-        else:
-            conf.CONF.set_override("instances_path", fs)
+        os.chdir(fs)  # PER_PROCESS now names this child's copy
         self.slots.forget()
         self.slots.acquire()
 
@@ -244,8 +237,10 @@ class Brancher:
 
 
 def fork_supported() -> bool:
-    """Eventlet forks as it is; native threads with the cloud on one thread (harness.cloud.one_thread)."""
-    return hasattr(os, "fork")
+    """Eventlet forks as it is; native threads with the cloud on one thread
+    (harness.cloud.one_thread); both need each process's own instance files
+    at one path (:data:`PER_PROCESS`). Elsewhere items run fresh."""
+    return hasattr(os, "fork") and per_process_files()
 
 
 def _one_thread() -> bool:

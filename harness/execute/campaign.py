@@ -90,38 +90,6 @@ def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
             for e in endings if p in reached[e]]
 
 
-def every_item(scen, mutation=None) -> tuple:
-    """``(items, traces by key)``: every item of both windows, as a run of both sweeps it."""
-    out, traces_by = [], {}
-    for more, key, traces in items_per_window(scen, mutation):
-        out += more
-        traces_by[key] = traces
-    return out, traces_by
-
-
-def items_per_window(scen, mutation=None):
-    """Yield ``(items, trace key, traces)`` per window, the card's first, as a run of both sweeps them.
-
-    The lifecycle's calls that the card's window also has keep the card's
-    ids (:func:`as_narrower`) and come only once; imports Nova (discovery,
-    window by window, so a caller that has what it needs stops early).
-    """
-    from harness.explore.tracer import WINDOWS
-    targets, endings = choose(scen)
-    card = discovery.discover(scen, DEFAULT_WINDOW)
-    have = items(scen, card, targets, endings, mutation)
-    yield have, trace_key(scen.name, DEFAULT_WINDOW), card
-    have = set(have)
-    for window in WINDOWS:
-        if window == DEFAULT_WINDOW:
-            continue
-        wide = discovery.discover(scen, window)
-        more = [i for i in as_narrower(items(scen, wide, targets, endings, mutation, window=window),
-                                       wide, DEFAULT_WINDOW, card) if i not in have]
-        have.update(more)
-        yield more, trace_key(scen.name, window), wide
-
-
 def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW):
     discovery.check_window(window)
     for t in targets:

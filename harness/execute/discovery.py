@@ -22,13 +22,14 @@ CACHE_DIR = os.path.abspath(os.environ.get("NOVA_CHAOS_CACHE")
                             or os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
-def _cache_path(scen, backend: str, window: str) -> str:
+def _cache_path(scen, backend: str, window: str, ending: str | None = None) -> str:
     """Where discovery for this exact input is cached; computed without importing Nova.
 
     The key covers the scenario file and every Python source the run
     executes that could change the trace: the harness, the fake host, and
     the whole Nova that ``import nova`` would load (its location and every
-    module's content), so an edited checkout anywhere is noticed.
+    module's content), so an edited checkout anywhere is noticed. A window
+    reaching into the ending is cached per ``ending`` (one run each).
     """
     import importlib.util
     h = hashlib.sha256()
@@ -42,8 +43,16 @@ def _cache_path(scen, backend: str, window: str) -> str:
     for tree in trees:
         h.update(tree.encode())
         h.update(_tree_digest(tree))
-    h.update(f"{backend}|{window}".encode())
+    h.update(f"{backend}|{window}|{ending or '*'}".encode())
     return os.path.join(CACHE_DIR, f"{scen.name}-{h.hexdigest()[:16]}.json")
+
+
+def _parts(scen, backend: str, window: str, endings) -> dict:
+    """Cache path -> the ending its run takes (the card's window: one run, the first ending)."""
+    from harness.explore.tracer import WINDOWS
+    if not WINDOWS[window].per_ending:
+        return {_cache_path(scen, backend, window): scen.endings[0]}
+    return {_cache_path(scen, backend, window, e): e for e in endings or scen.endings}
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,11 +81,12 @@ def check_window(window: str) -> None:
 
 
 def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
-             here: bool = False) -> dict:
+             here: bool = False, endings=None) -> dict:
     """ending -> point ids reached, in order, by an uninjected run (imports Nova).
 
     The card's window closes before VERIFY_RESIZE, so one run serves every
-    ending; a window reaching into the ending takes one run per ending. On
+    ending; a window reaching into the ending takes one run per ending, and
+    only ``endings`` (default: all) are run. On
     the threads backend discovery runs on real threads, in a subprocess
     (``here``: this is that subprocess): Nova's pools outlive their cloud,
     and a process that is to fork must have no thread but its own
@@ -86,19 +96,31 @@ def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
     from harness.cloud import nova_support
     check_window(window)
     backend = nova_support.current_backend()
-    path = _cache_path(scen, backend, window)
-    if use_cache and os.path.exists(path):
-        with open(path) as fh:
-            return json.load(fh)
+    paths = _parts(scen, backend, window, endings)
+    if not use_cache:
+        for path in paths:
+            if os.path.exists(path):
+                os.unlink(path)
     if backend == "threads" and not here:
-        if not use_cache and os.path.exists(path):
-            os.unlink(path)
-        return points_without_nova(scen, backend, window)
-    with _discovery_lock(path):  # another process discovering the same input: wait, then read
-        if use_cache and os.path.exists(path):
-            with open(path) as fh:
-                return json.load(fh)
-        return _discover_and_cache(scen, window, path)
+        return points_without_nova(scen, backend, window, endings)
+    for path, ending in paths.items():
+        with _discovery_lock(path):  # another process discovering the same input: wait, then read
+            if not os.path.exists(path):
+                _discover_and_cache(scen, window, ending, path)
+    return _traces(scen, window, paths)
+
+
+def _traces(scen, window: str, paths: dict) -> dict:
+    """``{ending: trace}`` read from ``paths``; the card's window: the one trace for every ending."""
+    from harness.explore.tracer import WINDOWS
+    traces = {}
+    for path, ending in paths.items():
+        with open(path) as fh:
+            traces[ending] = json.load(fh)
+    if not WINDOWS[window].per_ending:
+        (trace,) = traces.values()
+        return {e: trace for e in scen.endings}
+    return traces
 
 
 @contextlib.contextmanager
@@ -112,26 +134,20 @@ def _discovery_lock(path: str):
         yield
 
 
-def _discover_and_cache(scen, window: str, path: str) -> dict:
-    from harness.explore.tracer import WINDOWS
-    traces = {}
-    for ending in (scen.endings if WINDOWS[window].per_ending else scen.endings[:1]):
-        run = runner.Run(scen, ending, converge_every=False)
-        result = run.execute(lambda r: injection.Injector(r, None, window))
-        if not result.passed:
-            raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
-                             "nothing to sweep:\n" + result.report())
-        traces[ending] = [p.id for p in run.tracer.points]
-    traces = {e: traces.get(e, traces[scen.endings[0]]) for e in scen.endings}
+def _discover_and_cache(scen, window: str, ending: str, path: str) -> None:
+    run = runner.Run(scen, ending, converge_every=False)
+    result = run.execute(lambda r: injection.Injector(r, None, window))
+    if not result.passed:
+        raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
+                         "nothing to sweep:\n" + result.report())
     os.makedirs(CACHE_DIR, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=CACHE_DIR)
     with os.fdopen(fd, "w") as fh:
-        json.dump(traces, fh)
+        json.dump([p.id for p in run.tracer.points], fh)
     os.replace(tmp, path)  # atomic: parallel workers may race here
-    return traces
 
 
-def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW) -> dict:
+def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, endings=None) -> dict:
     """Like :func:`discover`, but never imports Nova in this process.
 
     pytest collection uses it: importing Nova (and eventlet's monkey
@@ -139,17 +155,17 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW) -> dic
     channel. A cache miss runs ``nova-chaos points`` in a subprocess.
     """
     check_window(window)
-    path = _cache_path(scen, backend, window)
-    if not os.path.exists(path):
+    paths = _parts(scen, backend, window, endings)
+    missing = [e for path, e in paths.items() if not os.path.exists(path)]
+    if missing:
         import subprocess
         import sys
         proc = subprocess.run(
             [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
-             "--window", window],
+             "--window", window, *(a for e in missing for a in ("--ending", e))],
             capture_output=True, text=True, timeout=900,
             env=dict(os.environ, PYTHONWARNINGS="ignore"))
-        if proc.returncode != 0 or not os.path.exists(path):
+        if proc.returncode != 0 or not all(os.path.exists(p) for p in paths):
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise UsageError(f"discovery of {scen.name} failed: {last}")
-    with open(path) as fh:
-        return json.load(fh)
+    return _traces(scen, window, paths)

@@ -47,6 +47,7 @@ from harness import scenario as scenario_mod
 from harness.cloud import mutations
 from harness.execute import campaign, runner
 from harness.errors import UsageError
+from harness.execute.item import Item
 from harness.execute.branching import HOLD_ENV, Brancher, Slots, _one_thread, _time, fork_supported
 from harness.execute.record import Record
 from harness.explore import injection
@@ -81,7 +82,9 @@ class ForkSweep:
         self.brancher = Brancher(slots, self.timeout, self.outdir, limit=4 * self.jobs,
                                  on_wait=self.collect)
         self.records: dict = {}
-        run = runner.Run(self.scen, self.scen.endings[0], converge_every=False,
+        # the uninjected tail takes an ending this sweep has items of: its trace is discovered
+        first = next(e for e in self.scen.endings if any(i.ending == e for i in self.items.values()))
+        run = runner.Run(self.scen, first, converge_every=False,
                          timeout=self.parent_bound(len(self.items)), one_thread=_one_thread(),
                          own_files=True)
 
@@ -242,8 +245,8 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
                 endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
             for ending in endings:
                 run.ending = ending
-                item = campaign.Item(self.sweep.scen.name, point.id, target, ending,
-                                     self.sweep.mutation, self.sweep.window)
+                item = Item(self.sweep.scen.name, point.id, target, ending,
+                            self.sweep.mutation, self.sweep.window)
                 result = campaign.judge(item, run, self.injection, self.sweep.traces, None,
                                         started)
                 path = self.sweep._path(item)
@@ -265,7 +268,8 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> lis
     while its children ran?
     """
     if not fork_supported():
-        raise UsageError("--mode fork needs os.fork (not on this platform); use --mode fresh")
+        raise UsageError("--mode fork needs os.fork and /proc/self/cwd (a process's own files "
+                         "at one path; not on this platform): use --mode fresh")
     out = []
     groups: dict = {}
     for item in items:

@@ -13,7 +13,7 @@ from harness.execute import campaign, discovery
 
 @dataclasses.dataclass
 class Plan:
-    items: list     # campaign.Item, in sweep order, no duplicates
+    items: list     # item.Item, in sweep order, no duplicates
     traces: dict    # trace key -> {ending: [point ids]} (discovery), every window used
     tables: list    # (scenario name, window, points swept in order, targets, endings)
     lines: list     # one line per campaign: its points and items
@@ -23,11 +23,12 @@ def plan(campaigns, points=(), mutation=None, discover=discovery.discover) -> Pl
     """Plan ``campaigns`` (``(scenario, window, targets, endings)``), in order.
 
     ``points``: only these point ids (each must exist in the one campaign
-    given); ``discover(scenario, window)`` gives the traces (the CLI
-    discovers, the pytest plugin reads without importing Nova).
+    given); ``discover(scenario, window, endings)`` gives the traces (the
+    CLI discovers, the pytest plugin reads without importing Nova); only the
+    wanted endings of a window reaching into them are discovered.
     """
     items, traces_by, tables, lines = [], {}, {}, []
-    planned = [(scen, window, targets, endings, discover(scen, window))
+    planned = [(scen, window, targets, endings, discover(scen, window, endings))
                for scen, window, targets, endings in campaigns]
     rank = {scen.name: i for i, (scen, *_) in enumerate(campaigns)}
     planned.sort(key=lambda p: (rank[p[0].name], len(campaign.union(p[4]))))
@@ -38,7 +39,7 @@ def plan(campaigns, points=(), mutation=None, discover=discovery.discover) -> Pl
         mine = campaign.items(scen, traces, targets, endings, mutation, chosen, window)
         traces_by[campaign.trace_key(scen.name, window)] = traces
         if window != campaign.DEFAULT_WINDOW:  # its calls in the card's window keep their ids
-            card = discover(scen, campaign.DEFAULT_WINDOW)
+            card = discover(scen, campaign.DEFAULT_WINDOW, endings)
             traces_by[campaign.trace_key(scen.name, campaign.DEFAULT_WINDOW)] = card
             mine = campaign.as_narrower(mine, traces, campaign.DEFAULT_WINDOW, card)
         have = set(items)

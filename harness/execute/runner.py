@@ -191,8 +191,7 @@ class Run:
         try:
             scope.useFixture(deadline_guard(self.timeout, lambda: self.where))
             from harness.execute import branching  # eventlet's patcher: only where Nova runs
-            files_at = (branching.PER_PROCESS
-                        if self.own_files and branching.per_process_files() else None)
+            files_at = branching.PER_PROCESS if self.own_files else None
             self.cloud = scope.useFixture(Cloud(self.scenario, one_thread=self.one_thread,
                                                 files_at=files_at))
             self._setup_log = len(self.cloud.log_text())  # start-up warnings are noise

@@ -59,7 +59,8 @@ def build_parser():
                     help="items at a time (forked children or worker processes), or 'auto' "
                     "(the default: one per core)")
     sp.add_argument("--mode", choices=("fork", "fresh"),
-                    help="fork: reuse the prefix (default on eventlet); fresh: new cloud per item")
+                    help="fork: reuse the prefix (the default where os.fork exists); "
+                    "fresh: a new cloud per item")
     sp.add_argument("--timeout", type=_seconds,
                     help="seconds one item may take before it fails as stuck (default 120)")
     sp.add_argument("--json", help="write a JSON report here (kept up to date while running)")

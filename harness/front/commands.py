@@ -26,7 +26,8 @@ def cmd_points(args) -> int:
     scen = scenario.load(args.scenario)
     console.load(args)
     campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
-    traces = discovery.discover(scen, args.window, use_cache=not args.fresh, here=True)
+    traces = discovery.discover(scen, args.window, use_cache=not args.fresh, here=True,
+                                endings=args.ending)
     endings = args.ending or list(scen.endings)
     points = campaign.union({e: traces[e] for e in endings})
     for i, p in enumerate(points, 1):
@@ -40,13 +41,14 @@ def cmd_points(args) -> int:
 def cmd_replay(args) -> int:
     from harness import scenario
     from harness.execute import campaign, discovery
+    from harness.execute.item import Item
     from harness.oracles import known
-    item = campaign.Item.parse(args.id)
+    item = Item.parse(args.id)
     scen = scenario.load(item.scenario)
     known.load()
     campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
     console.load(args)
-    traces = discovery.discover(scen, item.window)
+    traces = discovery.discover(scen, item.window, endings=[item.ending])
     campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
                       [item.point], item.mutation, item.window)
     result = campaign.run_item(item, traces, detail=True)
@@ -119,7 +121,8 @@ def cmd_known(args) -> int:
     spreads the scenarios over its workers).
     """
     from harness import scenario
-    from harness.execute import campaign, executor
+    from harness.execute import campaign, executor, plan
+    from harness.explore.tracer import WINDOWS
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
         raise UsageError(f"known-findings file {args.known} does not exist")
@@ -132,12 +135,18 @@ def cmd_known(args) -> int:
     started = time.monotonic()
     samples, traces_by = {}, {}
     names = list(scenario.available())
+    windows = [campaign.DEFAULT_WINDOW] + [w for w in WINDOWS if w != campaign.DEFAULT_WINDOW]
     for name in names[:names.index(only) + 1] if only else names:
         wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name) and samples.get(k) is None]
         if not wanted:
             continue
-        for items, key, traces in campaign.items_per_window(scenario.load(name)):
-            traces_by[key] = traces  # a window is discovered only if an entry is still unsampled
+        scen = scenario.load(name)
+        # the endings some entry names: a window reaching into the ending discovers only them
+        endings = [e for e in scen.endings if any(e in entries[k].endings for k in wanted)]
+        for window in windows if endings else ():  # discovered only while an entry is unsampled
+            planned = plan.plan([(scen, window, campaign.choose(scen)[0], endings)])
+            traces_by.update(planned.traces)
+            items = planned.items
             for k in wanted:
                 samples[k] = samples.get(k) or next((i for i in items if entries[k].applies(i)), None)
             if all(samples[k] is not None for k in wanted):

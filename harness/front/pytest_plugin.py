@@ -94,7 +94,7 @@ def pytest_generate_tests(metafunc):
                                        opt("--chaos-ending") or marker.kwargs.get("endings"))
     planned = plan.plan([(scen, window, targets, endings)], opt("--chaos-point") or (),
                         marker.kwargs.get("mutation"),
-                        lambda s, w: discovery.points_without_nova(s, config.stash[BACKEND], w))
+                        lambda s, w, e: discovery.points_without_nova(s, config.stash[BACKEND], w, e))
     shards, params = config.stash[SHARDS_KEY], []
     for item in planned.items:
         name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,

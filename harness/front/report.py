@@ -110,7 +110,7 @@ def failure_text(result) -> str:
 
 def _id_parts(item_id: str) -> tuple:
     """(scenario, window, point, target, ending) of a stored item id."""
-    from harness.execute.campaign import Item
+    from harness.execute.item import Item
     item = Item.parse(item_id)
     return item.scenario, item.window, item.point, item.target, item.ending
 

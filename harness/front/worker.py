@@ -23,7 +23,7 @@ def main() -> int:
     nova_support.load_nova()
     from harness.front.console import claim_stdout, quiet
     quiet()
-    from harness.execute.campaign import Item
+    from harness.execute.item import Item
     from harness.execute.executor import ITEM_TIMEOUT, run_items
     out = claim_stdout()
 

@@ -13,7 +13,7 @@ from harness.explore import injection
 
 def test_checkpoint_periodics_leave_the_trace_as_discovery_recorded_it(nova):
     scen = scenario.load("pinned-hugepages")
-    discovered = discovery.discover(scen, "lifecycle")["revert"]
+    discovered = discovery.discover(scen, "lifecycle", endings=["revert"])["revert"]
     run = runner.Run(scen, "revert", converge_every=True)  # a periodic at every checkpoint
     result = run.execute(lambda r: injection.Injector(r, None, "lifecycle"))
     assert result.passed, result.report()
