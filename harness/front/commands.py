@@ -137,7 +137,9 @@ def cmd_known(args) -> int:
     names = list(scenario.available())
     windows = [campaign.DEFAULT_WINDOW] + [w for w in WINDOWS if w != campaign.DEFAULT_WINDOW]
     for name in names[:names.index(only) + 1] if only else names:
-        wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name) and samples.get(k) is None]
+        # with --scenario, an earlier scenario matters only for the entries that also cover it
+        wanted = [k for k, e in enumerate(entries) if e.covers_scenario(name)
+                  and (not only or e.covers_scenario(only)) and samples.get(k) is None]
         if not wanted:
             continue
         scen = scenario.load(name)
