@@ -16,20 +16,20 @@ import tempfile
 from harness.errors import UnknownChoice, UsageError
 from harness.execute import runner
 from harness.explore import injection
-from harness.explore.tracer import DEFAULT_WINDOW
+from harness.explore.tracer import DEFAULT_WINDOW, WIDEST
 
 CACHE_DIR = os.path.abspath(os.environ.get("NOVA_CHAOS_CACHE")
                             or os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
-def _cache_path(scen, backend: str, window: str, ending: str | None = None) -> str:
-    """Where discovery for this exact input is cached; computed without importing Nova.
+def _cache_path(scen, backend: str, ending: str) -> str:
+    """Where discovery of this exact input is cached; computed without importing Nova.
 
     The key covers the scenario file and every Python source the run
     executes that could change the trace: the harness, the fake host, and
     the whole Nova that ``import nova`` would load (its location and every
-    module's content), so an edited checkout anywhere is noticed. A window
-    reaching into the ending is cached per ``ending`` (one run each).
+    module's content), so an edited checkout anywhere is noticed. One run
+    per ending records the widest window; every window is a slice of it.
     """
     import importlib.util
     h = hashlib.sha256()
@@ -43,16 +43,24 @@ def _cache_path(scen, backend: str, window: str, ending: str | None = None) -> s
     for tree in trees:
         h.update(tree.encode())
         h.update(_tree_digest(tree))
-    h.update(f"{backend}|{window}|{ending or '*'}".encode())
+    h.update(f"{backend}|{WIDEST}|{ending}".encode())
     return os.path.join(CACHE_DIR, f"{scen.name}-{h.hexdigest()[:16]}.json")
 
 
 def _parts(scen, backend: str, window: str, endings) -> dict:
-    """Cache path -> the ending its run takes (the card's window: one run, the first ending)."""
+    """Cache path -> the ending its run takes.
+
+    A window that closes before the ending (the card's) is the same slice of
+    every ending's run: an ending already discovered serves it, else the
+    first one asked for.
+    """
     from harness.explore.tracer import WINDOWS
-    if not WINDOWS[window].per_ending:
-        return {_cache_path(scen, backend, window): scen.endings[0]}
-    return {_cache_path(scen, backend, window, e): e for e in endings or scen.endings}
+    wanted = list(endings or scen.endings)
+    paths = {_cache_path(scen, backend, e): e for e in wanted}
+    if WINDOWS[window].per_ending:
+        return paths
+    path = next((p for p in paths if os.path.exists(p)), next(iter(paths)))
+    return {path: paths[path]}
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,17 +114,17 @@ def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
     for path, ending in paths.items():
         with _discovery_lock(path):  # another process discovering the same input: wait, then read
             if not os.path.exists(path):
-                _discover_and_cache(scen, window, ending, path)
+                _discover_and_cache(scen, ending, path)
     return _traces(scen, window, paths)
 
 
 def _traces(scen, window: str, paths: dict) -> dict:
     """``{ending: trace}`` read from ``paths``; the card's window: the one trace for every ending."""
-    from harness.explore.tracer import WINDOWS
+    from harness.explore.tracer import WINDOWS, narrowed
     traces = {}
     for path, ending in paths.items():
         with open(path) as fh:
-            traces[ending] = json.load(fh)
+            traces[ending] = narrowed(json.load(fh), window)
     if not WINDOWS[window].per_ending:
         (trace,) = traces.values()
         return {e: trace for e in scen.endings}
@@ -134,16 +142,16 @@ def _discovery_lock(path: str):
         yield
 
 
-def _discover_and_cache(scen, window: str, ending: str, path: str) -> None:
+def _discover_and_cache(scen, ending: str, path: str) -> None:
     run = runner.Run(scen, ending, converge_every=False)
-    result = run.execute(lambda r: injection.Injector(r, None, window))
+    result = run.execute(lambda r: injection.Injector(r, None, WIDEST))
     if not result.passed:
         raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
                          "nothing to sweep:\n" + result.report())
     os.makedirs(CACHE_DIR, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=CACHE_DIR)
     with os.fdopen(fd, "w") as fh:
-        json.dump([p.id for p in run.tracer.points], fh)
+        json.dump([(p.id, p.stage) for p in run.tracer.points], fh)
     os.replace(tmp, path)  # atomic: parallel workers may race here
 
 

@@ -56,13 +56,16 @@ class Window:
     ``opens``: (ComputeManager method, role running it), on entry;
     ``closes``: such pairs, on return (the first to return closes);
     ``per_ending``: the window reaches into the ending, so each ending has
-    its own trace.
+    its own trace; ``stages``: the stages (:meth:`Tracer.stage`) its points
+    are in, so that a narrower window's trace is a slice of a wider one's
+    (:func:`narrowed`).
     """
 
     name: str
     opens: tuple
     closes: tuple
     per_ending: bool = False
+    stages: tuple = ("prep", "in-resize", "ending")
 
 
 #: the design card's window: what runs when no window is named
@@ -71,12 +74,34 @@ DEFAULT_WINDOW = "resize"
 CORE = (("resize_instance", "source"), ("finish_resize", "dest"))
 WINDOWS = {
     # the design card's: the source starts sending, until the destination has it
-    "resize": Window("resize", CORE[0], (CORE[1],)),
+    "resize": Window("resize", CORE[0], (CORE[1],), stages=("in-resize",)),
     # the whole lifecycle: the destination's prep, through the ending's last step
     "lifecycle": Window("lifecycle", ("prep_resize", "dest"),
                         (("confirm_resize", "source"), ("finish_revert_resize", "source")),
                         per_ending=True),
 }
+#: the window every other is a slice of: what discovery records
+WIDEST = "lifecycle"
+
+
+def narrowed(points, window: str) -> list:
+    """The ids ``window`` gives the calls of ``points`` (``(id, stage)`` pairs
+    recorded in :data:`WIDEST`) that lie in its stages.
+
+    Occurrence counters restart where a window opens, so they are counted
+    again over the slice: exactly what a tracer opened on ``window`` records
+    (its boundaries are the stages'; a fork parent's trace is compared with
+    this one, so a difference is an error, never a silent skip).
+    """
+    stages = WINDOWS[window].stages
+    counts: collections.Counter = collections.Counter()
+    ids = []
+    for point_id, stage in points:
+        if stage in stages:
+            bare = point_id.rsplit("#", 1)[0]
+            counts[bare] += 1
+            ids.append(f"{bare}#{counts[bare]}")
+    return ids
 
 
 #: global request ids whose work the tracer does not record (the harness's own periodics)
