@@ -13,6 +13,7 @@ import collections
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.virt.libvirt import config as vconfig
 
+from fake_driver import migration
 from fake_driver.domain_xml import Claim, parse_claim
 from fake_driver.topology import HostTopology, format_cpu_set
 
@@ -70,14 +71,37 @@ class FakeDomain(fakelibvirt.Domain):
             self._connection.acquire(self)
         super().createWithFlags(flags)
 
+    # -- live migration (fake_driver.migration) ----------------------------
+    def migrateToURI3(self, dconnuri, params, flags):
+        """Start the guest on the destination and leave the job in flight."""
+        dest = self._connection.peers.get(migration.peer_name(dconnuri))
+        if dest is None:
+            raise _error(f"unable to connect to server at '{dconnuri}': no such fake host",
+                         fakelibvirt.VIR_ERR_OPERATION_INVALID)
+        xml = migration.incoming_xml(self.raw_xml, params["destination_xml"])
+        incoming = dest.createXML(xml, 0)  # refused like libvirt if the destination is short
+        self.job = migration.Job(self, dest, incoming, flags)
+        self._job_type = fakelibvirt.VIR_DOMAIN_JOB_UNBOUNDED
+
+    def jobStats(self, flags=0):
+        """The first look at a job in flight ends it as the source host's ``job_outcome``."""
+        job = getattr(self, "job", None)
+        if job is not None:
+            self.job = None
+            self._job_type = job.settle(self._connection.job_outcome)
+        return super().jobStats(flags)
+
 
 class FakeLibvirtHost(fakelibvirt.Connection):
     """One compute host's libvirt: topology, domains and what they hold."""
 
-    def __init__(self, topology: HostTopology, dedicated: frozenset, **kwargs):
+    def __init__(self, topology: HostTopology, dedicated: frozenset, peers=None, **kwargs):
         self.topology = topology
         self.dedicated = frozenset(dedicated)
         self._held: dict[str, tuple] = {}  # domain name -> (domain, claim)
+        self.peers = peers if peers is not None else {}  # host name -> FakeLibvirtHost
+        self.peers[topology.name] = self
+        self.job_outcome = "complete"  # how live migrations from here end (fake_driver.migration)
         super().__init__('qemu:///system', host_info=host_info(topology),
                          hostname=topology.name, **kwargs)
 
@@ -121,6 +145,16 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         super()._mark_not_running(dom)
 
     def defineXML(self, xml):
+        running = self._vms.get(_name_of(xml))
+        if running is not None and running.isActive():
+            # libvirt: the running domain gets a persistent definition (used at its
+            # next start) and keeps running with what it holds; a new stopped
+            # domain object would leave that claim unreleasable
+            running._transient = False
+            running.raw_xml, running.claim = xml, self.claim_of(xml)
+            running._def = running._parse_definition(xml)
+            self._emit_lifecycle(running, fakelibvirt.VIR_DOMAIN_EVENT_DEFINED, 0)
+            return running
         dom = FakeDomain(connection=self, running=False, transient=False, xml=xml)
         self._vms[dom.name()] = dom
         self._emit_lifecycle(dom, fakelibvirt.VIR_DOMAIN_EVENT_DEFINED, 0)

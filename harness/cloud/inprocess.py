@@ -115,7 +115,9 @@ def _environment_class():
         def _get_connection(self, host_info=None, pci_info=None, mdev_info=None,
                             vdpa_info=None, libvirt_version=None, qemu_version=None,
                             hostname=None):
-            return FakeLibvirtHost(self.harness_topologies[hostname], self.harness_dedicated)
+            peers = self.__dict__.setdefault("harness_peers", {})  # live migration reaches them
+            return FakeLibvirtHost(self.harness_topologies[hostname], self.harness_dedicated,
+                                   peers=peers)
 
     _ENV_CLASS = NovaEnvironment
     return _ENV_CLASS
@@ -266,6 +268,13 @@ class Cloud(fixtures.Fixture):
     def migrate(self, name: str, host: str | None) -> dict:
         self.post_action(name, {"migrate": {"host": host} if host else None}, f"migrate {name}")
         return self.wait_for(name, ("VERIFY_RESIZE",), f"migrate {name}")
+
+    def live_migrate(self, name: str, host: str | None) -> dict:
+        """Live-migrate ``name`` (to ``host``, or where the scheduler picks); the
+        job ends as the source's fake host says (``job_outcome``)."""
+        self.post_action(name, {"os-migrateLive": {"host": host, "block_migration": "auto"}},
+                         f"live-migrate {name}")
+        return self.wait_for(name, ("ACTIVE",), f"live-migrate {name}")
 
     def confirm(self, name: str) -> dict:
         self.post_action(name, {"confirmResize": None}, f"confirm {name}")

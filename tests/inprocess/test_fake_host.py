@@ -87,3 +87,92 @@ def test_capabilities_show_the_declared_layout(host):
     caps = host.host_info.numa_topology
     assert [[c.id for c in cell.cpus] for cell in caps.cells] == [[0, 1], [2, 3]]
     assert [(p.size, p.total) for p in caps.cells[1].mempages] == [(4, 393216), (2048, 256)]  # 2 GiB - 512 MiB of 2M pages
+
+
+# -- live migration (fake_driver.migration) ------------------------------------
+B = {"name": "b", "cells": 1, "cores": 4, "threads": 1, "memory_mb": 2048,
+     "hugepages": {"2M": [512]}}
+
+
+@pytest.fixture
+def pair(nova):
+    """Two hosts that can reach each other, a pinned guest running on the first."""
+    from fake_driver.host import FakeLibvirtHost
+    peers = {}
+    a = FakeLibvirtHost(topology.host_from_dict(HOST), frozenset({0, 1, 2, 3}), peers=peers)
+    b = FakeLibvirtHost(topology.host_from_dict(B), frozenset({0, 1, 2, 3}), peers=peers)
+    dom = a.defineXML(xml("g", [2, 3], 1))
+    dom.create()
+    return a, b, dom
+
+
+def migrate(dom, pins, cell=0, to="b"):
+    from nova.tests.fixtures import libvirt as fakelibvirt
+    # what Nova sends: the fake XMLDesc (no guest NUMA cells, no memory backing), re-pinned
+    dest_xml = dom.XMLDesc(0).replace('cpuset="2"', f'cpuset="{pins[0]}"').replace(
+        'cpuset="3"', f'cpuset="{pins[1]}"').replace('nodeset="1"', f'nodeset="{cell}"')
+    flags = fakelibvirt.VIR_MIGRATE_UNDEFINE_SOURCE | fakelibvirt.VIR_MIGRATE_PERSIST_DEST
+    dom.migrateToURI3(f"qemu+tcp://{to}/system", {"destination_xml": dest_xml}, flags)
+
+
+def test_a_migration_job_holds_both_hosts_until_it_completes(pair, nova):
+    from nova.tests.fixtures import libvirt as fakelibvirt
+    a, b, dom = pair
+    migrate(dom, [0, 1])
+    assert a.ground_truth()[1]["cpus"] == {2, 3}
+    assert b.ground_truth()[0]["by_domain"]["g"] == {
+        "cpus": frozenset({0, 1}), "pages": {2048: 256}, "memory_kb": 524288, "shared": 0}
+    assert dom.jobStats()["type"] == fakelibvirt.VIR_DOMAIN_JOB_COMPLETED
+    assert a.ground_truth()[1]["by_domain"] == {} and "g" not in a._vms  # stopped, undefined
+    assert b.ground_truth()[0]["cpus"] == {0, 1}
+    incoming = b.lookupByUUIDString("g")
+    assert incoming.isPersistent() and not incoming._transient
+
+
+def test_a_failed_job_releases_the_destination_and_the_source_runs_on(pair, nova):
+    from nova.tests.fixtures import libvirt as fakelibvirt
+    a, b, dom = pair
+    a.job_outcome = "fail"
+    migrate(dom, [0, 1])
+    assert dom.jobStats()["type"] == fakelibvirt.VIR_DOMAIN_JOB_FAILED
+    assert b.ground_truth()[0]["by_domain"] == {} and "g" not in b._vms
+    assert a.ground_truth()[1]["cpus"] == {2, 3} and dom.isActive()
+
+
+def test_a_migration_the_destination_cannot_hold_is_refused(pair, nova):
+    from nova.tests.fixtures import libvirt as fakelibvirt
+    a, b, dom = pair
+    b.defineXML(xml("other", [1], 0, mem_kib=2048)).create()
+    with pytest.raises(fakelibvirt.libvirtError, match=r"pCPU\(s\) 1 on cell 0 already pinned by other"):
+        migrate(dom, [0, 1])
+    assert b.ground_truth()[0]["by_domain"].keys() == {"other"}
+    with pytest.raises(fakelibvirt.libvirtError, match="unable to connect to server"):
+        migrate(dom, [0, 1], to="nowhere")
+
+
+def test_defining_a_running_domain_keeps_what_it_holds_releasable(pair):
+    a, _, dom = pair
+    same = a.defineXML(xml("g", [2, 3], 1))  # Nova persists the incoming guest this way
+    assert same is dom and a.ground_truth()[1]["cpus"] == {2, 3}
+    a.lookupByUUIDString("g").destroy()
+    assert a.ground_truth()[1]["by_domain"] == {}
+
+
+@pytest.mark.parametrize("outcome", ["complete", "fail"])
+def test_the_real_libvirt_driver_live_migrates_between_fake_hosts(nova, outcome):
+    """Nova's own live migration (API, conductor, both computes, LibvirtDriver's
+    job monitor) on fake hosts: the guest ends where the job's outcome says,
+    holding exactly its pins and pages there and nothing elsewhere."""
+    from harness import scenario
+    from harness.cloud.inprocess import Cloud, deadline_guard
+    with deadline_guard(180, lambda: f"live migration ({outcome})"), \
+            Cloud(scenario.load("pinned-hugepages")) as cloud:
+        cloud.boot("vm1", "small", "host-a")
+        cloud.libvirt_host("host-a").job_outcome = outcome
+        server = cloud.live_migrate("vm1", "host-b")
+        home, away = ("host-b", "host-a") if outcome == "complete" else ("host-a", "host-b")
+        assert server["OS-EXT-SRV-ATTR:host"] == home
+        held = {h: [(len(c["cpus"]), c["pages"]) for c in cloud.libvirt_host(h).ground_truth().values()
+                    if c["by_domain"]] for h in (home, away)}
+        assert held == {home: [(2, {2048: 512})], away: []}
+        assert ("Migration operation has aborted" in cloud.log_text()) == (outcome == "fail")
