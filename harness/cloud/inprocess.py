@@ -276,6 +276,17 @@ class Cloud(fixtures.Fixture):
                          f"live-migrate {name}")
         return self.wait_for(name, ("ACTIVE",), f"live-migrate {name}")
 
+    def shelve_offload(self, name: str) -> dict:
+        """Shelve ``name``; with Nova's default ``shelved_offload_time`` of 0 it is
+        offloaded at once: no host, nothing held anywhere."""
+        self.post_action(name, {"shelve": {}}, f"shelve {name}")
+        return self.wait_for(name, ("SHELVED_OFFLOADED",), f"shelve {name}")
+
+    def unshelve(self, name: str, host: str | None) -> dict:
+        """Unshelve ``name`` (to ``host``: microversion 2.91, or where the scheduler picks)."""
+        self.post_action(name, {"unshelve": {"host": host} if host else None}, f"unshelve {name}")
+        return self.wait_for(name, ("ACTIVE",), f"unshelve {name}")
+
     def confirm(self, name: str) -> dict:
         self.post_action(name, {"confirmResize": None}, f"confirm {name}")
         return self.wait_for(name, ("ACTIVE",), f"confirm {name}")

@@ -176,3 +176,19 @@ def test_the_real_libvirt_driver_live_migrates_between_fake_hosts(nova, outcome)
                     if c["by_domain"]] for h in (home, away)}
         assert held == {home: [(2, {2048: 512})], away: []}
         assert ("Migration operation has aborted" in cloud.log_text()) == (outcome == "fail")
+
+
+def test_shelve_offload_frees_every_host_and_unshelve_holds_the_chosen_one(nova):
+    from harness import scenario
+    from harness.cloud.inprocess import Cloud, deadline_guard
+
+    def held(cloud):
+        return {h: [(len(c["cpus"]), c["pages"]) for c in cloud.libvirt_host(h).ground_truth().values()
+                    if c["by_domain"]] for h in ("host-a", "host-b")}
+    with deadline_guard(180, lambda: "shelve/unshelve"), \
+            Cloud(scenario.load("pinned-hugepages")) as cloud:
+        cloud.boot("vm1", "small", "host-a")
+        assert cloud.shelve_offload("vm1")["OS-EXT-SRV-ATTR:host"] is None
+        assert held(cloud) == {"host-a": [], "host-b": []}
+        assert cloud.unshelve("vm1", "host-b")["OS-EXT-SRV-ATTR:host"] == "host-b"
+        assert held(cloud) == {"host-a": [], "host-b": [(2, {2048: 512})]}
