@@ -55,3 +55,20 @@ def test_every_lifecycle_trace_holds_the_cards_window_whole():
                 shared = campaign.same_points(lifecycle[ending], card[ending])
                 for point in entry.points:
                     assert shared.get(point) == point, (point, ending)
+
+
+def test_planning_asks_discovery_for_the_wanted_endings_only(monkeypatch):
+    """plan.plan calls ``discover(scenario, window, endings)``: the CLI's discover
+    once took that third argument as ``use_cache`` and ran every ending."""
+    asked = []
+
+    def fake_paths(scen, backend, window, endings=None):
+        asked.append((window, endings))
+        return {"lifecycle": {e: ["dest:prep>x#1"] for e in endings or scen.endings},
+                "resize": {e: [] for e in scen.endings}}[window]
+    monkeypatch.setattr(discovery, "points_without_nova", fake_paths)
+    monkeypatch.setattr(nova_support, "current_backend", lambda: "threads")
+    from harness.execute import plan
+    scen = scenario.load("pinned-hugepages")
+    plan.plan([(scen, "lifecycle", ["source"], ["revert"])])
+    assert asked and all(endings == ["revert"] for _, endings in asked), asked

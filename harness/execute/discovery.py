@@ -94,8 +94,8 @@ def check_window(window: str) -> None:
         raise UnknownChoice("window", window, WINDOWS)
 
 
-def discover(scen, window: str = DEFAULT_WINDOW, use_cache: bool = True,
-             here: bool = False, endings=None) -> dict:
+def discover(scen, window: str = DEFAULT_WINDOW, endings=None, *, use_cache: bool = True,
+             here: bool = False) -> dict:
     """ending -> point ids reached, in order, by an uninjected run (imports Nova).
 
     The card's window closes before VERIFY_RESIZE, so one run serves every

@@ -114,14 +114,16 @@ def cmd_known(args) -> int:
     """Every known-findings entry still reproduces, on one sampled item each.
 
     The sample is the first item, in campaign order (scenarios by name, the
-    card's window first), that the entry applies to: cheap enough for CI, so
+    card's window first), that the entry applies to, with one ending per
+    entry (revert where it has it: the run discovery slices the card's
+    window from, so most scenarios need one discovery run): cheap enough for CI, so
     a Nova that stopped doing what an entry says fails there, not only in
     the full campaign. A sampled item must come out ``known``. With
     ``--scenario``, only the entries whose sample lies in that scenario (CI
     spreads the scenarios over its workers).
     """
     from harness import scenario
-    from harness.execute import campaign, executor, plan
+    from harness.execute import campaign, discovery, executor, plan
     from harness.explore.tracer import WINDOWS
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
@@ -143,14 +145,18 @@ def cmd_known(args) -> int:
         if not wanted:
             continue
         scen = scenario.load(name)
-        # the endings some entry names: a window reaching into the ending discovers only them
-        endings = [e for e in scen.endings if any(e in entries[k].endings for k in wanted)]
+        # one ending per entry (a window reaching into the ending discovers each it runs):
+        # the one discovery slices the card's window from, if the entry has it
+        ending = {k: next((e for e in (discovery.SLICED_FROM, *scen.endings)
+                           if e in scen.endings and e in entries[k].endings), None) for k in wanted}
+        endings = [e for e in scen.endings if e in ending.values()]
         for window in windows if endings else ():  # discovered only while an entry is unsampled
             planned = plan.plan([(scen, window, campaign.choose(scen)[0], endings)])
             traces_by.update(planned.traces)
             items = planned.items
             for k in wanted:
-                samples[k] = samples.get(k) or next((i for i in items if entries[k].applies(i)), None)
+                samples[k] = samples.get(k) or next(
+                    (i for i in items if i.ending == ending[k] and entries[k].applies(i)), None)
             if all(samples[k] is not None for k in wanted):
                 break
     checked = list(range(len(entries)))
