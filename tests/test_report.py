@@ -43,3 +43,15 @@ def test_a_proposal_names_a_point_set_it_holds_whole():
     sets = {"gap": ["dest:a#1", "source:b#1"], "other": ["dest:z#1"]}
     assert report._named(("dest:x#1", "dest:a#1", "source:b#1"), sets) == ["dest:x#1", "@gap"]
     assert report._named(("dest:a#1", "dest:x#1"), sets) == ["dest:a#1", "dest:x#1"]  # not whole
+
+
+def test_reports_get_the_mode_a_plain_open_would_give(tmp_path):
+    """The atomic temp file is 0600; CI log servers publish reports by their mode."""
+    path = tmp_path / "r.json"
+    report.atomic_write(str(path), "{}")
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~report.UMASK
+    old = os.umask(0o022)
+    try:
+        assert report._umask() == 0o022
+    finally:
+        os.umask(old)
