@@ -55,3 +55,14 @@ def test_reports_get_the_mode_a_plain_open_would_give(tmp_path):
         assert report._umask() == 0o022
     finally:
         os.umask(old)
+
+
+def test_progress_says_items_per_second_and_time_left():
+    import io
+    now = [100.0]
+    out = io.StringIO()
+    progress = report.Progress(40, stream=out, clock=lambda: now[0])
+    for _ in range(10):
+        now[0] += 2.0  # one item every 2 s: 30 left take 60 s
+        progress.update(types.SimpleNamespace(verdict="pass"))
+    assert out.getvalue().strip().endswith("10/40 pass=10 0.50/s, 0:01:00 left")

@@ -45,10 +45,20 @@ def atomic_write(path: str, text: str) -> None:
 class Progress:
     """A one-line progress bar on a terminal, periodic lines otherwise."""
 
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.done, self.stream = total, 0, stream
+    def __init__(self, total: int, stream=sys.stderr, clock=time.monotonic):
+        self.total, self.done, self.stream, self.clock = total, 0, stream, clock
         self.counts = collections.Counter()
         self.tty = stream.isatty()
+        self.started = clock()
+
+    def pace(self) -> str:
+        """Items per second so far and the time the rest would take at that rate."""
+        elapsed = self.clock() - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        if not rate:
+            return ""
+        left = int((self.total - self.done) / rate)
+        return f" {rate:.2f}/s, {left // 3600}:{left // 60 % 60:02d}:{left % 60:02d} left"
 
     def update(self, result) -> None:
         self.done += 1
@@ -56,7 +66,8 @@ class Progress:
         width = 30
         filled = width * self.done // max(self.total, 1)
         summary = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
-        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {summary}"
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {summary}"
+                f"{self.pace()}")
         if self.tty:
             self.stream.write("\r" + line)
             if self.done == self.total:
