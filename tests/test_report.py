@@ -66,3 +66,19 @@ def test_progress_says_items_per_second_and_time_left():
         now[0] += 2.0  # one item every 2 s: 30 left take 60 s
         progress.update(types.SimpleNamespace(verdict="pass"))
     assert out.getvalue().strip().endswith("10/40 pass=10 0.50/s, 0:01:00 left")
+
+
+def test_the_table_fits_100_columns_and_keeps_every_mark():
+    from harness.execute.item import Item
+    long = "dest:_TrackingEndpointWrapper.__getattr__._tracked>InstanceActionEvent.event_start#1"
+    points = ["source:ComputeManager._resize_instance>Instance.save#1", long * 2]
+    targets, endings = ["source", "dest", "both"], ["confirm", "revert", "auto-confirm"]
+    verdicts = iter(["pass", "pass", "fail", "pass", "known", "error", "pass", "pass", "pass"] * 2)
+    results = [types.SimpleNamespace(item=Item("s", p, t, e), verdict=next(verdicts))
+               for p in points for t in targets for e in endings]
+    text = report.table(results, points, targets, endings)
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    row = text.splitlines()[3]
+    assert row.startswith("  2. dest:_Tracking") and "\u2026" in row and row.split()[-3:] == [
+        "".join(report.MARK[r.verdict] for r in results[9 + 3 * k:12 + 3 * k]) for k in range(3)]
+    assert "totals: pass" in text and "c confirm, r revert, a auto-confirm" in text

@@ -106,23 +106,42 @@ class PartialReport:
         self.last = time.monotonic()
 
 
-def table(results, points, targets, endings) -> str:
-    """One row per point; one column per (target, ending); cells are verdict marks."""
+#: the terminal table fits this many columns
+TABLE_COLUMNS = 100
+_SHORT = {"source": "src", "dest": "dst"}
+
+
+def table(results, points, targets, endings, columns: int = TABLE_COLUMNS) -> str:
+    """One row per point, a group of marks per target (one mark per ending).
+
+    Fits ``columns``: a point id too long for its column keeps its head and
+    tail around an ellipsis (the full ids are in the JSON report and in
+    ``nova-chaos points``, numbered as here).
+    """
     by = {(r.item.point, r.item.target, r.item.ending): r for r in results}
-    cols = [(t, e) for t in targets for e in endings]
-    width = max([len(p) for p in points] + [10])
-    head = " " * (width + 6) + " ".join(f"{t[:6]:>6}/{e[:7]:<7}" for t, e in cols)
-    lines = [head]
+    group = max(len(endings), 4)
+    marks = " ".join(f"{_SHORT.get(t, t)[:group]:<{group}}" for t in targets)
+    width = max(10, min(max([len(p) for p in points] + [10]), columns - 6 - len(marks)))
+    lines = [" " * (width + 6) + marks,
+             " " * (width + 6) + " ".join(f"{''.join(e[0] for e in endings):<{group}}"
+                                          for _ in targets)]
     for i, p in enumerate(points, 1):
-        cells = []
-        for t, e in cols:
-            r = by.get((p, t, e))
-            cells.append(f"{MARK[r.verdict] if r else ' ':^14}")
-        lines.append(f"{i:>3}. {p:<{width}} " + " ".join(cells))
+        cells = " ".join(
+            f"{''.join(MARK[by[(p, t, e)].verdict] if (p, t, e) in by else ' ' for e in endings):<{group}}"
+            for t in targets)
+        lines.append(f"{i:>3}. {_fit(p, width):<{width}} {cells}".rstrip())
     counts = collections.Counter(r.verdict for r in results)
-    lines.append("legend: . pass  k known finding  F fail  E error   totals: "
-                 + ", ".join(f"{k} {counts[k]}" for k in ("pass", "known", "fail", "error")))
+    lines.append("legend: " + ", ".join(f"{e[0]} {e}" for e in endings)
+                 + ";  . pass  k known finding  F fail  E error")
+    lines.append("totals: " + ", ".join(f"{k} {counts[k]}" for k in ("pass", "known", "fail", "error")))
     return "\n".join(lines)
+
+
+def _fit(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "\u2026" + text[len(text) - (width - 1 - head):]
 
 
 def failure_text(result) -> str:
