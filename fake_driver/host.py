@@ -62,6 +62,7 @@ class FakeDomain(fakelibvirt.Domain):
     def __init__(self, connection, xml, running=False, transient=False):
         self.raw_xml = xml  # the fake re-renders XMLDesc; keep what Nova wrote
         self.claim = connection.claim_of(xml)
+        self.job = None  # a live migration in flight from here (fake_driver.migration)
         if running:
             connection.acquire(self)
         super().__init__(connection, xml, running=running, transient=transient)
@@ -84,10 +85,16 @@ class FakeDomain(fakelibvirt.Domain):
         self._job_type = fakelibvirt.VIR_DOMAIN_JOB_UNBOUNDED
 
     def jobStats(self, flags=0):
-        """The first look at a job in flight ends it as the source host's ``job_outcome``."""
-        job = getattr(self, "job", None)
+        """The first look at a job in flight ends it as the source host's ``job_outcome``.
+
+        ``on_job_settle``, if the host has one, is called first: the harness
+        checks the job in flight there and chooses the outcome (it may fork).
+        """
+        job = self.job
         if job is not None:
             self.job = None
+            if self._connection.on_job_settle is not None:
+                self._connection.on_job_settle()
             self._job_type = job.settle(self._connection.job_outcome)
         return super().jobStats(flags)
 
@@ -102,6 +109,7 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         self.peers = peers if peers is not None else {}  # host name -> FakeLibvirtHost
         self.peers[topology.name] = self
         self.job_outcome = "complete"  # how live migrations from here end (fake_driver.migration)
+        self.on_job_settle = None  # called as a job from here is about to end
         super().__init__('qemu:///system', host_info=host_info(topology),
                          hostname=topology.name, **kwargs)
 

@@ -1,12 +1,13 @@
 """Load and validate declarative scenarios (``scenarios/*.toml``).
 
 A scenario names the cloud's CPU sets, the hosts' topologies, the flavors
-and the steps: servers booted (possibly pinned to a host), then the moves
-(resize or cold migrate) that leave them in VERIFY_RESIZE together. The
-last move is the *subject*, the one whose yield points are swept; earlier
-moves are in flight around it. The ending (confirm, revert, auto-confirm)
-is applied to every moved server and chosen per run; then every server is
-deleted. Everything is checked when the file loads, so a bad scenario fails
+and the steps: servers booted (possibly pinned to a host), then the moves,
+all of one operation (:mod:`harness.operations`): resizes or cold
+migrations that leave them in VERIFY_RESIZE together, or one live
+migration. The last move is the *subject*, the one whose yield points are
+swept; earlier moves are in flight around it. The ending (confirm, revert,
+auto-confirm; a live migration's success or rollback) is chosen per run;
+then every server is deleted. Everything is checked when the file loads, so a bad scenario fails
 with one line naming the file and field, before Nova is imported.
 """
 from __future__ import annotations
@@ -18,15 +19,17 @@ import tomllib
 from fake_driver.topology import (PAGE_SIZES_KB, CpuSets, HostTopology,
                                   cpu_sets_from_dict, host_from_dict, parse_cpu_set)
 from harness.errors import InvalidScenario, UnknownChoice
+from harness.operations import BY_STEP, OPERATIONS
 import scenarios
 
-ENDINGS = ("confirm", "revert", "auto-confirm")
+#: every ending of every operation, in the operations' order
+ENDINGS = tuple(e for op in OPERATIONS.values() for e in op.endings)
 SCENARIO_DIR = os.path.dirname(os.path.abspath(scenarios.__file__))
 _TOP_KEYS = {"name", "description", "endings", "cloud", "hosts", "flavors", "steps"}
 _FLAVOR_KEYS = {"vcpus", "memory_mb", "disk_gb", "extra_specs"}
 _OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"},
-        "migrate": {"server", "host"}}
-_MOVES = ("resize", "migrate")
+        "migrate": {"server", "host"}, "live-migrate": {"server", "host"}}
+_MOVES = tuple(BY_STEP)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +120,11 @@ class Scenario:
     def subject(self) -> Step:
         """The move whose yield points are swept (the last one)."""
         return self.moves[-1]
+
+    @property
+    def operation(self):
+        """What the moves are (:mod:`harness.operations`): its window, ledger and endings."""
+        return BY_STEP[self.subject.op]
 
     @property
     def same_host(self) -> bool:
@@ -256,7 +264,16 @@ def _steps(raw_steps, flavors, names, path) -> tuple:
             moved.add(server)
         steps.append(Step(op, server, step.get("flavor", flavor_of[server]), step.get("host")))
     if not moved:
-        raise InvalidScenario(f"{_where(path, 'steps')}: at least one boot then one resize or migrate")
+        raise InvalidScenario(f"{_where(path, 'steps')}: at least one boot then a move "
+                              f"({', '.join(_MOVES)})")
+    moves = [s for s in steps if s.is_move]
+    kinds = {BY_STEP[s.op] for s in moves}
+    if len(kinds) > 1:
+        raise InvalidScenario(f"{_where(path, 'steps')}: the moves are of one operation, not "
+                              + " and ".join(sorted(k.name for k in kinds)))
+    why = BY_STEP[moves[-1].op].validate(moves, _where(path, "steps"))
+    if why:
+        raise InvalidScenario(why)
     return tuple(steps)
 
 
@@ -292,11 +309,14 @@ def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
             detail = "; ".join(f"{h}: {r}" for h, r in reasons.items())
             raise InvalidScenario(f"{_where(path, 'flavors', flavor.name)}: cannot fit any host ({detail})")
     steps = _steps(raw.get("steps", []), flavors, names, path)
-    if len(hosts) == 1 and any(s.op == "migrate" for s in steps):
-        raise InvalidScenario(f"{base}: steps: a cold migration needs two [[hosts]]")
-    endings = tuple(raw.get("endings", ENDINGS))
+    far = {"migrate": "a cold migration", "live-migrate": "a live migration"}
+    elsewhere = next((far[s.op] for s in steps if s.op in far), None)
+    if len(hosts) == 1 and elsewhere:
+        raise InvalidScenario(f"{base}: steps: {elsewhere} needs two [[hosts]]")
+    own = BY_STEP[[s for s in steps if s.is_move][-1].op].endings
+    endings = tuple(raw.get("endings", own))
     for ending in endings:
-        if ending not in ENDINGS:
-            raise UnknownChoice(f"ending in {base}", ending, ENDINGS)
+        if ending not in own:
+            raise UnknownChoice(f"ending in {base}", ending, own)
     return Scenario(name, raw.get("description", ""), path, cpu_sets, hosts, flavors,
                     steps, endings, same_host)

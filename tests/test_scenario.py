@@ -31,7 +31,7 @@ def test_every_scenario_loads():
     (lambda r: r["steps"][1].update(op="shelve"), "unknown op in bad.toml: steps[1] 'shelve'"),
     (lambda r: r.update(endings=["confirm", "shelve"]), "unknown ending in bad.toml 'shelve'"),
     (lambda r: r["hosts"].pop(), "a move needs two [[hosts]], or one with"),
-    (lambda r: r["steps"].pop(), "at least one boot then one resize or migrate"),
+    (lambda r: r["steps"].pop(), "at least one boot then a move"),
     (lambda r: r["steps"].append(dict(r["steps"][1])), "server 'vm1' is moved twice"),
     (lambda r: r["steps"].append(dict(r["steps"][0], server="vm9")),
      "boot steps come before the moves"),
@@ -43,6 +43,9 @@ def test_every_scenario_loads():
     (lambda r: r["flavors"]["small"].update(extra_specs={"hw:mem_page_size": "3"}),
      "hw:mem_page_size must be a size in KiB"),
     (lambda r: r.update(colour=1), "unknown key(s) ['colour']"),
+    (lambda r: r.update(steps=[r["steps"][0], dict(r["steps"][0], server="vm2"), r["steps"][1],
+                               {"op": "live-migrate", "server": "vm2", "host": "host-b"}]),
+     "the moves are of one operation, not live-migration and resize"),
 ])
 def test_bad_scenarios(mutate, message):
     with pytest.raises(UsageError) as exc:
@@ -147,3 +150,28 @@ def test_the_value_of_a_log_finding_is_the_exception_it_names():
     moved = _finding("convergence", "periodic changed rt host-b vcpus_used", 2, 4)
     assert known.value_of(moved) == "2 -> 4"
     assert known.value_of(_finding("rt", "host-a hugepages used", {}, {2048: 512})) == "{2048: 512}"
+
+
+LIVE = scenario.available()["live-migration"]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r["steps"].append({"op": "live-migrate", "server": "vm2", "host": "host-a"}),
+     "a live migration is the only move of its scenario"),
+    (lambda r: r.update(endings=["confirm"]), "unknown ending in bad.toml 'confirm'; valid: rollback, success"),
+    (lambda r: r.update(hosts=r["hosts"][:1], cloud=dict(r["cloud"], allow_resize_to_same_host=True),
+                        steps=[r["steps"][0], {"op": "live-migrate", "server": "vm1"}]),
+     "a live migration needs two [[hosts]]"),
+])
+def test_bad_live_migration_scenarios(mutate, message):
+    with open(LIVE, "rb") as fh:
+        raw = tomllib.load(fh)
+    mutate(raw)
+    with pytest.raises(UsageError) as exc:
+        scenario.from_dict(raw, "bad.toml")
+    assert message in str(exc.value)
+
+
+def test_a_live_migration_scenario_has_its_own_endings():
+    live = scenario.load("live-migration")
+    assert live.operation.name == "live-migration" and live.endings == ("success", "rollback")

@@ -9,6 +9,9 @@ itself. Every stub beyond Nova's own test base is listed in ``STUBS``.
 """
 from __future__ import annotations
 
+import collections
+import contextlib
+import functools
 import os
 import sys
 import time
@@ -193,6 +196,25 @@ class Cloud(fixtures.Fixture):
                 name=name, vcpu=flavor.vcpus, memory_mb=flavor.memory_mb,
                 disk=flavor.disk_gb, ephemeral=0, swap=0, extra_spec=flavor.extra_specs)
         self.servers = {}
+        self.moves_ended = collections.Counter()  # instance uuid -> live migrations over
+        for method in ("_post_live_migration", "_rollback_live_migration"):
+            self.useFixture(fixtures.MonkeyPatch(
+                f"nova.compute.manager.ComputeManager.{method}", self._counted(method)))
+
+    def _counted(self, method):
+        """``method``, counting its returns per instance: the source's last word
+        on a live migration, which the API's status precedes (it says ACTIVE
+        before the source has cleaned up and set the migration's status)."""
+        from nova.compute import manager
+        real = getattr(manager.ComputeManager, method)
+
+        @functools.wraps(real)
+        def counted(manager_self, context, instance, *args, **kwargs):
+            try:
+                return real(manager_self, context, instance, *args, **kwargs)
+            finally:
+                self.moves_ended[instance.uuid] += 1
+        return counted
 
     # -- accessors -----------------------------------------------------------
     def compute(self, host: str):
@@ -270,11 +292,34 @@ class Cloud(fixtures.Fixture):
         return self.wait_for(name, ("VERIFY_RESIZE",), f"migrate {name}")
 
     def live_migrate(self, name: str, host: str | None) -> dict:
-        """Live-migrate ``name`` (to ``host``, or where the scheduler picks); the
-        job ends as the source's fake host says (``job_outcome``)."""
+        """Live-migrate ``name`` (to ``host``, or where the scheduler picks) and wait
+        until the source is done with it; the job ends as the source's fake host
+        says (``job_outcome``, :meth:`set_job_outcome`)."""
+        uuid = self.servers[name]
+        ended = self.moves_ended[uuid]
         self.post_action(name, {"os-migrateLive": {"host": host, "block_migration": "auto"}},
                          f"live-migrate {name}")
+        self._poll(lambda: self.moves_ended[uuid] > ended,
+                   lambda: f"live-migrate {name}: the source never finished it "
+                           f"(server {self.server(name)['status']})")
         return self.wait_for(name, ("ACTIVE",), f"live-migrate {name}")
+
+    def set_job_outcome(self, outcome: str) -> None:
+        """How live-migration jobs from every host end from now on (fake_driver.migration)."""
+        for host in self.scenario.hosts:
+            self.libvirt_host(host.name).job_outcome = outcome
+
+    @contextlib.contextmanager
+    def job_decisions(self, callback):
+        """Call ``callback()`` as each live-migration job is about to end, on every host."""
+        hosts = [self.libvirt_host(h.name) for h in self.scenario.hosts]
+        for host in hosts:
+            host.on_job_settle = callback
+        try:
+            yield
+        finally:
+            for host in hosts:
+                host.on_job_settle = None
 
     def shelve_offload(self, name: str) -> dict:
         """Shelve ``name``; with Nova's default ``shelved_offload_time`` of 0 it is

@@ -1,7 +1,10 @@
 """Opt-in mutations: deliberately broken Nova, applied at run time, for self-tests.
 
 A mutation is a fixture that re-creates a known defect in whatever Nova is
-loaded, so the harness can prove its oracles fire at the right points.
+loaded, so the harness can prove its oracles fire at the right points. An
+upstream one is the reverse of its fix, made at run time on the smallest
+piece of Nova the fix changed; ``bug`` links it, ``operation`` says which
+scenarios it can show in (``nova-chaos mutations`` lists them).
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ class Bug1944759(fixtures.Fixture):
     """
 
     description = "source flips instance.host before old_flavor is stored (pre-fix Nova)"
+    bug = "https://bugs.launchpad.net/nova/+bug/1944759"
+    operation = "resize"
 
     def _setUp(self):
         from nova.compute import task_states
@@ -36,6 +41,68 @@ class Bug1944759(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch("nova.objects.instance.Instance.save", save))
 
 
+class Bug1845146(fixtures.Fixture):
+    """Undo the fix for bug 1845146 (6ec686c26b): the periodic skips 'accepted' migrations.
+
+    The conductor creates a live migration's record as 'accepted'; the
+    destination claims for it in ``check_can_live_migrate_destination`` and
+    the status stays 'accepted' until the source's ``live_migration`` queues
+    it. Before the fix the periodic's in-progress query left 'accepted' out,
+    so a destination periodic in that stretch dropped the claim (the
+    instance is still the source's). Nova 34's periodic reads
+    ``MigrationList.get_in_progress_and_error``; we filter 'accepted' from
+    what it returns, as the old query did.
+    """
+
+    description = "the periodic ignores 'accepted' live migrations: the destination drops its claim"
+    bug = "https://bugs.launchpad.net/nova/+bug/1845146"
+    operation = "live-migration"
+
+    def _setUp(self):
+        from nova.objects import migration as migration_obj
+        real = migration_obj.MigrationList.get_in_progress_and_error
+
+        def get_in_progress_and_error(cls, context, host, node):
+            found = real(context, host, node)
+            found.objects = [m for m in found if m.status != "accepted"]
+            return found
+        get_in_progress_and_error.remotable = True  # still a yield point to the tracer
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.objects.migration.MigrationList.get_in_progress_and_error",
+            classmethod(get_in_progress_and_error)))
+
+
+class Bug1849165(fixtures.Fixture):
+    """Undo the fix for bug 1849165 (80385a22ee): a tracked migration without a context.
+
+    The fix made ``_populate_assigned_resources`` skip a tracked migration
+    whose instance has no migration context yet (``if not mig_ctx:
+    continue``); before it, the ``'old_resources' in mig_ctx`` test on that
+    host raised TypeError and the whole periodic failed (logged only). We
+    raise what that test raised, then let Nova's own method run. Only a
+    live migration without a NUMA claim has such a window.
+    """
+
+    description = "a periodic during a claimless live migration fails with TypeError"
+    bug = "https://bugs.launchpad.net/nova/+bug/1849165"
+    operation = "live-migration"
+
+    def _setUp(self):
+        from nova.compute import resource_tracker
+        real = resource_tracker.ResourceTracker._populate_assigned_resources
+
+        def populate(tracker, context, instance_by_uuid):
+            for migration in tracker.tracked_migrations.values():
+                context_of = migration.instance.migration_context
+                if not context_of and tracker.host in (migration.source_compute,
+                                                       migration.dest_compute):
+                    "old_resources" in context_of  # noqa: B015 - TypeError, as before the fix
+            return real(tracker, context, instance_by_uuid)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.resource_tracker.ResourceTracker._populate_assigned_resources",
+            populate))
+
+
 class VanishOnConfirm(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that crashes the ending.
 
@@ -49,6 +116,8 @@ class VanishOnConfirm(fixtures.Fixture):
     """
 
     description = "self-test: the server vanishes mid-confirm once a periodic ran"
+    bug = None
+    operation = "resize"
 
     def _setUp(self):
         from nova.compute import manager
@@ -82,6 +151,8 @@ class StrayThread(fixtures.Fixture):
     """
 
     description = "self-test: a stray thread lives beside Nova (threads backend fork refuses)"
+    bug = None
+    operation = "any"
 
     def _setUp(self):
         import threading
@@ -92,7 +163,8 @@ class StrayThread(fixtures.Fixture):
         self.addCleanup(stop.set)
 
 
-MUTATIONS = {"1944759": Bug1944759, "selftest-vanish": VanishOnConfirm,
+MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165,
+             "selftest-vanish": VanishOnConfirm,
              "selftest-stray-thread": StrayThread}
 
 

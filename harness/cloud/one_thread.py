@@ -13,7 +13,7 @@ threads in the in-process cloud, and what this fixture does with each:
   thread-local state (oslo.context's current context, the tracer's stack)
   is set aside for it and restored after.
 * Nova's pools (scatter-gather, the periodic, builds): Nova's own
-  ``SpawnIsSynchronousFixture``.
+  ``SpawnIsSynchronousFixture``, each task run as a hop.
 * Timers: service heartbeats never start (no service can look down: the
   cloud's service_down_time is a week); the libvirt driver's wait loops
   run inline until done.
@@ -29,6 +29,7 @@ naming the lock (:class:`OneThreadConflict`), never a silent pass.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import queue
 import sys
@@ -76,6 +77,15 @@ class OneThread(fixtures.Fixture):
         from oslo_messaging._drivers import impl_fake
 
         self.useFixture(nova_fixtures.SpawnIsSynchronousFixture())
+        from nova import thread_pool_factory as pools  # its synchronous spawns: each task a hop
+        spawn, spawn_on = pools.spawn, pools.spawn_on
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.thread_pool_factory.spawn",
+            lambda func, *args, **kwargs: spawn(self._hopping(func), *args, **kwargs)))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.thread_pool_factory.spawn_on",
+            lambda kind, func, *args, **kwargs: spawn_on(kind, self._hopping(func), *args,
+                                                         **kwargs)))
         self.useFixture(fixtures.MonkeyPatch(
             "oslo_messaging._drivers.impl_fake.FakeDriver.listen", self._listen))
         real_send = impl_fake.FakeDriver._send
@@ -137,6 +147,21 @@ class OneThread(fixtures.Fixture):
                 if failure:
                     raise failure
         return reply
+
+    def _hopping(self, func):
+        """``func`` run as a hop: a pool task starts with a thread's fresh locals.
+
+        Measured: run inline on the spawner's tracer stack, the per-node task
+        of Nova's own ``update_available_resource`` (which a live migration's
+        ``_post_live_migration`` calls) had its driver call hidden as nested
+        in the source's ``driver.live_migration``, and the fork parent's trace
+        left the one real threads record.
+        """
+        @functools.wraps(func)
+        def hopped(*args, **kwargs):
+            with self.hop():
+                return func(*args, **kwargs)
+        return hopped
 
     @contextlib.contextmanager
     def hop(self):

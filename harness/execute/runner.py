@@ -1,8 +1,10 @@
 """Run one scenario with one ending, checking every phase.
 
-The run is: cloud up -> boot every server -> check -> every move (the
-subject last) -> check (VERIFY_RESIZE) -> the ending on every moved server
--> check -> delete every server -> check. Each check reads the views
+The run is: cloud up -> boot every server -> check -> the moves (the
+subject last) -> check where the move is done and its ending not begun
+(VERIFY_RESIZE; a live migration's job in flight) -> the ending -> check
+-> delete every server -> check; the scenario's operation
+(:mod:`harness.operations`) drives the steps. Each check reads the views
 *before* any periodic runs (most accounting defects heal at the next
 periodic); convergence then runs one periodic per host and requires that
 nothing changes. Injection (``harness.explore.injection``) plugs in through
@@ -19,7 +21,7 @@ import time
 
 import fixtures
 
-from harness.oracles import checks, ledger, views
+from harness.oracles import checks, views
 from harness.cloud.inprocess import Cloud, deadline_guard
 from harness.errors import ScenarioFailed, UnknownChoice
 
@@ -83,7 +85,9 @@ class Hooks:
         """Before checkpoint ``name`` reads anything (tests corrupt state here)."""
 
     def before_ending(self, run) -> None:
-        """At VERIFY_RESIZE, after its checkpoint (the fork strategy branches per ending here)."""
+        """Where the move is done and its ending not chosen yet, after its checkpoint
+        (VERIFY_RESIZE; a live-migration job about to end): the fork strategy
+        branches per ending here."""
 
     def at_end(self, run) -> None:
         """On every exit path, the cloud still up (a forked child reports and leaves here)."""
@@ -97,6 +101,7 @@ class Run:
         if ending not in scenario.endings:
             raise UnknownChoice(f"ending for scenario {scenario.name}", ending, scenario.endings)
         self.scenario, self.ending = scenario, ending
+        self.operation = scenario.operation
         self.converge_every, self.timeout = converge_every, timeout
         self.hooks = Hooks()
         self.result = RunResult(scenario.name, ending)
@@ -119,7 +124,7 @@ class Run:
         process died) proved nothing past it: its item is an error, never a
         pass, whatever the checkpoints it did reach say.
         """
-        return ["after-boot", "verify-resize", f"after-{self.ending}", "after-delete"]
+        return self.operation.planned(self.ending)
 
     # -- checking --------------------------------------------------------------
     def ledger(self, name: str):
@@ -128,7 +133,7 @@ class Run:
         subject = self.scenario.subject.server
         if subject not in moved and self.tracer is not None and self.tracer.hosts:
             moved[subject] = self.tracer.host_of_role("dest")  # mid-move
-        return ledger.phase(self.scenario, self.placed, moved, name, self.ending_server)
+        return self.operation.phase(self.scenario, self.placed, moved, name, self.ending_server)
 
     def checkpoint(self, name: str, phase, exact_cells=True, converge=None) -> Checkpoint:
         """Check every view against ``phase``; then, optionally, convergence.
@@ -136,9 +141,13 @@ class Run:
         The harness's own reads and periodics are not Nova's path: no yield
         point is recorded while checking.
         """
+        return self.quietly(lambda: self._checkpoint(name, phase, exact_cells, converge))
+
+    def quietly(self, fn):
+        """``fn()`` with no yield point recorded from this thread (the harness's own work)."""
         quiet = self.tracer.suspended() if self.tracer is not None else contextlib.nullcontext()
         with quiet:
-            return self._checkpoint(name, phase, exact_cells, converge)
+            return fn()
 
     def _checkpoint(self, name, phase, exact_cells, converge) -> Checkpoint:
         from nova import conf
@@ -222,34 +231,7 @@ class Run:
         self.result.error, self.result.stopped_at = why, self.where
 
     def _steps(self):
-        cloud, scen = self.cloud, self.scenario
-        for boot in scen.boots:
-            self.where = f"boot {boot.server}"
-            server = cloud.boot(boot.server, boot.flavor, boot.host)
-            self.placed[boot.server] = server["OS-EXT-SRV-ATTR:host"]
-        self.checkpoint("after-boot", self.ledger("after-boot"))
-        if self.tracer is not None:  # only the subject's move opens the window
-            self.tracer.subject = cloud.servers[scen.subject.server]
-        for move in scen.moves:
-            self.where = f"{move.op} {move.server}"
-            server = (cloud.resize(move.server, move.flavor) if move.op == "resize"
-                      else cloud.migrate(move.server, move.host))
-            self.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
-        self.checkpoint("verify-resize", self.ledger("verify-resize"))
-        self.hooks.before_ending(self)
-        for move in scen.moves:
-            self.where = f"{self.ending} {move.server}"
-            self.ending_server = move.server
-            try:
-                getattr(cloud, self.ending.replace("-", "_"))(move.server)
-            except ScenarioFailed as exc:  # evidence; still check the aftermath
-                self.ending_error = checks.Finding("liveness", f"{self.ending} of {move.server}",
-                                                   "success", str(exc))
-        self.checkpoint(f"after-{self.ending}", self.ledger(f"after-{self.ending}"), converge=True)
-        for boot in scen.boots:
-            self.where = f"delete {boot.server}"
-            cloud.delete(boot.server)
-        self.checkpoint("after-delete", self.ledger("after-delete"), converge=True)
+        self.operation.steps(self)
 
 
 def _first_line(exc: BaseException) -> str:

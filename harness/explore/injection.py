@@ -7,11 +7,12 @@ names (the calling green thread yields and the periodic runs to completion).
 If the lock is held (the point is inside a resource-tracker critical
 section), production's periodic would block on the fair lock and run as
 soon as it is released: we defer it to that release -- no deadlock, no
-silent skip. Then every check runs: against the mid-resize ledger between
-the source's ``resize_instance`` and the destination's ``finish_resize``
-(both hosts hold their flavor there); before it (the destination's claim)
-and after it (inside the ending) each host must hold exactly what it holds
-in one of the settled phases around the step, and placement likewise
+silent skip. Then every check runs: against the operation's core ledger
+inside its core (a resize: between the source's ``resize_instance`` and the
+destination's ``finish_resize``; a live migration: the job in flight), where
+both hosts hold their flavor; before it (the destination's claim) and after
+it (inside the ending) each host must hold exactly what it holds in one of
+the settled phases around the step, and placement likewise
 (:class:`harness.oracles.ledger.Phase` ``between``).
 """
 from __future__ import annotations
@@ -50,7 +51,8 @@ class Injector(fixtures.Fixture):
         self.window = window
 
     def _setUp(self):
-        self.tracer = self.useFixture(Tracer(self.window, on_point=self._on_point))
+        self.tracer = self.useFixture(Tracer(self.window, on_point=self._on_point,
+                                             bounds=self.run.operation.bounds))
         self.run.tracer = self.tracer
         if self.run.cloud.one_thread:  # an RPC's callee starts with a stack of its own
             self.run.cloud.one_thread.isolate(self.tracer._local)
@@ -78,7 +80,6 @@ class Injector(fixtures.Fixture):
             if before is not None:
                 after = views.snapshot(self.run.cloud)
                 self.injection.changes[host] = checks.diff_snapshots(before, after)
-            phase = self.run.ledger({"in-resize": "in-resize", "prep": "in-prep"}.get(
-                stage, f"in-{self.run.ending}"))
+            phase = self.run.ledger(self.run.operation.stage_phase(stage, self.run.ending))
             self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,
                                 converge=False)

@@ -28,6 +28,7 @@ import fixtures
 
 from harness.explore import yieldpoints
 from harness.cloud.hostctx import current_host, thread_base
+from harness.operations.base import STAGES
 
 #: locks that are per compute process in production but shared in-process
 PER_HOST_LOCKS = ("compute_resources",)
@@ -46,39 +47,35 @@ class Point:
     callee: str
     occurrence: int
     kind: str
-    stage: str = "in-resize"  # "prep" before resize_instance, "ending" after finish_resize
+    stage: str = "core"  # "prep" before the operation's core, "ending" after it
 
 
 @dataclasses.dataclass(frozen=True)
 class Window:
-    """Where recording starts and stops, for the subject move's instance.
+    """Which stages of the subject's move are recorded.
 
-    ``opens``: (ComputeManager method, role running it), on entry;
-    ``closes``: such pairs, on return (the first to return closes);
-    ``per_ending``: the window reaches into the ending, so each ending has
-    its own trace; ``stages``: the stages (:meth:`Tracer.stage`) its points
-    are in, so that a narrower window's trace is a slice of a wider one's
-    (:func:`narrowed`).
+    The tracer always follows the operation's lifecycle (its
+    :class:`harness.operations.Bounds`); a window records the points of its
+    ``stages`` (:meth:`Tracer.stage`), counting occurrences over them
+    only, so a narrower window's trace is a slice of a wider one's
+    (:func:`narrowed`). ``per_ending``: the window reaches into the ending,
+    so each ending has its own trace.
     """
 
     name: str
-    opens: tuple
-    closes: tuple
+    stages: tuple = STAGES
     per_ending: bool = False
-    stages: tuple = ("prep", "in-resize", "ending")
 
 
 #: the design card's window: what runs when no window is named
 DEFAULT_WINDOW = "resize"
-#: between these (source entry, destination return) both hosts hold their flavor
-CORE = (("resize_instance", "source"), ("finish_resize", "dest"))
 WINDOWS = {
-    # the design card's: the source starts sending, until the destination has it
-    "resize": Window("resize", CORE[0], (CORE[1],), stages=("in-resize",)),
-    # the whole lifecycle: the destination's prep, through the ending's last step
-    "lifecycle": Window("lifecycle", ("prep_resize", "dest"),
-                        (("confirm_resize", "source"), ("finish_revert_resize", "source")),
-                        per_ending=True),
+    # the design card's: the operation's core, where both hosts hold the flavor
+    # (a resize: the source starts sending, until the destination has it;
+    # a live migration: the source runs the job, until its outcome)
+    "resize": Window("resize", ("core",)),
+    # the whole lifecycle: the destination's claim, through the ending's last step
+    "lifecycle": Window("lifecycle", STAGES, per_ending=True),
 }
 #: the window every other is a slice of: what discovery records
 WIDEST = "lifecycle"
@@ -165,9 +162,11 @@ class Tracer(fixtures.Fixture):
     a check adds no points of its own).
     """
 
-    def __init__(self, window: str = DEFAULT_WINDOW, on_point=None):
+    def __init__(self, window: str = DEFAULT_WINDOW, on_point=None, bounds=None):
         super().__init__()
+        from harness.operations import RESIZE
         self.window = WINDOWS[window]
+        self.bounds = bounds or RESIZE.bounds  # the subject's operation's
         self.on_point = on_point
         self.points: list[Point] = []
         self.subject = None            # instance uuid whose move is traced (None: the first)
@@ -175,8 +174,8 @@ class Tracer(fixtures.Fixture):
         self.hosts: dict = {}          # role -> host
         self.open = False
         self.closed = False
-        self.core = False              # inside CORE: both hosts hold their flavor
-        self.past_core = False         # CORE has closed: the ending's steps are next
+        self.core = False              # inside the core: both hosts hold their flavor
+        self.past_core = False         # the core has closed: the ending's steps are next
         self.held: dict = {}           # lock name -> thread ident holding it
         self.on_release: dict = collections.defaultdict(list)  # lock name -> callbacks
         self._counts = collections.Counter()
@@ -193,7 +192,8 @@ class Tracer(fixtures.Fixture):
         for kind, owner, attr, label in yieldpoints.all_targets(LibvirtDriver):
             self._wrap(owner, attr, self._make(kind, label))
         self._wrap(lockutils, "lock", self._make_lock)
-        boundaries = {m for m, _ in (self.window.opens, *self.window.closes, *CORE)}
+        bounds = self.bounds
+        boundaries = {m for m, _ in (bounds.opens, *bounds.closes, *filter(None, bounds.core))}
         for method in sorted(boundaries):
             self._wrap(manager.ComputeManager, method, self._make_boundary(method))
 
@@ -252,10 +252,11 @@ class Tracer(fixtures.Fixture):
         def factory(fn):
             @functools.wraps(fn)
             def boundary(manager_self, context, *args, **kwargs):
-                instance = kwargs.get("instance")
+                instance = kwargs.get("instance") or next(  # private methods take it by position
+                    (a for a in args if type(a).__name__ == "Instance"), None)
                 ours = self.subject is None or getattr(instance, "uuid", None) == self.subject
                 if ours:
-                    self._enter(method, manager_self.host, kwargs.get("migration"))
+                    self._enter(method, manager_self.host, instance, kwargs.get("migration"))
                 try:
                     return fn(manager_self, context, *args, **kwargs)
                 finally:
@@ -267,24 +268,31 @@ class Tracer(fixtures.Fixture):
     def _is(self, host, role) -> bool:
         return self.hosts.get(role) == host
 
-    def _enter(self, method, host, migration):
-        if method == self.window.opens[0] and not self.open and not self.closed:
+    def _enter(self, method, host, instance, migration):
+        opener, role = self.bounds.opens
+        if method == opener and not self.open and not self.closed:
             # the opener's own host is its role's (prep_resize: dest_compute is not set yet)
-            if self.window.opens[1] == "dest":
-                source, dest = migration.source_compute, host
+            if role == "dest":
+                source, dest = getattr(migration, "source_compute", None) or instance.host, host
             else:
                 source, dest = host, migration.dest_compute
             self.hosts = {"source": source, "dest": dest}
             self.roles = {dest: "dest", source: "source"}  # one host: "source"
             self.open = True
-        if (method, "source") == CORE[0] and self._is(host, "source"):
+        start = self.bounds.core[0]
+        if method == start[0] and self._is(host, start[1]) and not self.past_core:
             self.core = True
 
     def _exit(self, method, host):
-        if (method, "dest") == CORE[1] and self._is(host, "dest"):
-            self.core, self.past_core = False, True
-        if self.open and any(m == method and self._is(host, r) for m, r in self.window.closes):
+        end = self.bounds.core[1]
+        if end is not None and method == end[0] and self._is(host, end[1]) and self.core:
+            self.decide()
+        if self.open and any(m == method and self._is(host, r) for m, r in self.bounds.closes):
             self.open, self.closed = False, True
+
+    def decide(self):
+        """The core is over: the move's outcome is decided (its ending's steps follow)."""
+        self.core, self.past_core = False, True
 
     # -- recording -------------------------------------------------------------
     def _stack(self) -> list:
@@ -309,7 +317,7 @@ class Tracer(fixtures.Fixture):
         stack = self._stack()
         host = current_host(caller)
         role = self.roles.get(host)
-        if role is not None and not self._quiet(caller):
+        if role is not None and self.stage() in self.window.stages and not self._quiet(caller):
             enclosing = next((k for k, h in reversed(stack) if h == host), None)
             if enclosing not in yieldpoints.OPAQUE and enclosing != kind:
                 label = yieldpoints.label_detail(kind, label, args, kwargs)
@@ -330,8 +338,8 @@ class Tracer(fixtures.Fixture):
             stack.pop()
 
     def stage(self) -> str:
-        """Where the subject's move is: "prep", "in-resize" (CORE) or "ending"."""
-        return "in-resize" if self.core else "ending" if self.past_core else "prep"
+        """Where the subject's move is: "prep", "core" or "ending"."""
+        return "core" if self.core else "ending" if self.past_core else "prep"
 
     def _function(self, frame) -> str:
         """The innermost Nova (non-test, non-decorator) function on the stack."""

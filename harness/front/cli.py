@@ -35,10 +35,15 @@ def build_parser():
     backend = dict(default=None, choices=BACKENDS,
                    help="Nova concurrency backend (default: the one the Nova under test runs "
                    "nova-compute on -- threads on Nova 34 -- or $NOVA_CHAOS_BACKEND)")
-    window = dict(default=DEFAULT_WINDOW, help="which stretch of the resize to sweep: 'resize' "
-                  "(the design card's: source resize_instance to destination finish_resize) "
-                  "or 'lifecycle' (destination prep_resize to the end of the ending)")
+    window = dict(default=DEFAULT_WINDOW, help="which stretch of the move to sweep: 'resize' "
+                  "(the operation's core, where both hosts hold the guest: the design card's "
+                  "source resize_instance to destination finish_resize; a live migration's "
+                  "job until its outcome) or 'lifecycle' (from the destination's claim to "
+                  "the end of the ending)")
     sub.add_parser("scenarios", help="list the scenarios").set_defaults(fn=commands.cmd_scenarios)
+    sub.add_parser("mutations", help="list the built-in mutations (--mutate NAME): "
+                   "upstream bugs re-introduced at run time, and self-tests").set_defaults(
+        fn=commands.cmd_mutations)
     sp = sub.add_parser("points", help="list the yield points of a scenario's window")
     sp.add_argument("scenario")
     sp.add_argument("--backend", **backend)
@@ -50,11 +55,13 @@ def build_parser():
     sp.add_argument("scenario", help="a scenario name or .toml path, or 'all'")
     sp.add_argument("--target", action="append", help="source, dest or both (repeatable)")
     sp.add_argument("--ending", action="append",
-                    help="confirm, revert or auto-confirm (repeatable; default: the scenario's)")
+                    help="confirm, revert or auto-confirm; a live migration's success or "
+                    "rollback (repeatable; default: the scenario's)")
     sp.add_argument("--window", action="append",
                     help="resize (default) and/or lifecycle (repeatable): " + window["help"])
     sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
-    sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759")
+    sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759 "
+                    "(see 'nova-chaos mutations')")
     sp.add_argument("--jobs", default="auto",
                     help="items at a time (forked children or worker processes), or 'auto' "
                     "(the default: one per core)")

@@ -1,5 +1,5 @@
-"""The CLI's other verbs: list scenarios and points, replay one item, re-judge a
-report, check the known findings, run a scenario uninjected."""
+"""The CLI's other verbs: list scenarios, mutations and points, replay one item,
+re-judge a report, check the known findings, run a scenario uninjected."""
 from __future__ import annotations
 
 import os
@@ -17,6 +17,16 @@ def cmd_scenarios(args) -> int:
         s = scenario.load(name)
         hosts = ", ".join(f"{h.name} ({len(h.cells)} cells, {len(h.cpus)} CPUs)" for h in s.hosts)
         print(f"{name:24} {s.description}\n{'':24} hosts: {hosts}; endings: {', '.join(s.endings)}")
+    return EXIT_OK
+
+
+def cmd_mutations(args) -> int:
+    """Every built-in mutation: its name for ``--mutate``, the operation it shows in, its bug."""
+    from harness.cloud import mutations
+    for name, mutation in mutations.MUTATIONS.items():
+        print(f"{name:24} {mutation.operation:15} {mutation.description}\n"
+              f"{'':24} {mutation.bug or '(a self-test of the harness, no upstream bug)'}",
+              file=console.OUT)
     return EXIT_OK
 
 

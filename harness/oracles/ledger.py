@@ -10,7 +10,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from harness.scenario import Flavor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.scenario import Flavor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,77 +95,10 @@ class Phase:
         return {c: {h: dict(sorted(r.items())) for h, r in hosts.items()} for c, hosts in out.items()}
 
 
-ENDING_OUTCOME = {"confirm": ("confirm", "confirmed"), "auto-confirm": ("confirm", "confirmed"),
-                  "revert": ("revert", "reverted")}
-
-
 def phase(scenario, placed: dict, moved: dict, name: str, stepping: str | None = None) -> Phase:
-    """The ledger of phase ``name``.
+    """The ledger of phase ``name``: the scenario's operation knows its phases.
 
     ``placed``: server -> host it booted on; ``moved``: server -> host its
-    move went to (both as Nova chose them; ``moved`` is needed from
-    VERIFY_RESIZE, or mid-move, on). ``stepping``: inside the endings, the
-    server whose ending runs now (the moves end in order: the ones before it
-    have ended, the ones after it have not).
+    move went to (both as Nova chose them).
     """
-    flavors = scenario.flavors
-    booted = {s.server: flavors[s.flavor] for s in scenario.boots}
-    new = {s.server: flavors[s.flavor] for s in scenario.moves}
-    anything = {s: (None, None) for s in booted}  # mid-operation: anything but ERROR
-
-    def settled(server, outcome):
-        if server not in new or outcome is None:
-            return Holding(placed[server], server, "instance", booted[server])
-        if outcome == "revert":
-            return Holding(placed[server], server, "instance", booted[server], topology="old")
-        return Holding(moved[server], server, "instance", new[server], topology="new")
-
-    def verify_of(server):
-        if server not in new:
-            return (settled(server, None),)
-        return (Holding(placed[server], server, "migration", booted[server], running=False,
-                        topology="old"),
-                Holding(moved[server], server, "instance", new[server], topology="new"))
-
-    def verify():
-        return tuple(h for server in booted for h in verify_of(server))
-
-    def status(moved_status, migration):
-        return {s: ((moved_status, migration) if s in new else ("ACTIVE", None)) for s in booted}
-
-    subject = scenario.subject.server
-    order = [m.server for m in scenario.moves]
-
-    def mixed(name, stepping, before, at, after=None):
-        """Servers by their move's place in the order: before ``stepping``, it, after it."""
-        def holds(server):
-            if server == stepping:
-                return at(server)
-            if server in order and order.index(server) > order.index(stepping):
-                return (after or at)(server)
-            return before(server)
-        return Phase(name, tuple(h for server in booted for h in holds(server)), anything)
-
-    if name == "after-boot":
-        return Phase(name, tuple(settled(s, None) for s in booted), status("ACTIVE", None))
-    if name == "verify-resize":
-        return Phase(name, verify(), status("VERIFY_RESIZE", "finished"))
-    if name == "in-resize":  # between the source's resize_instance and the dest's finish_resize
-        return Phase(name, verify(), anything)
-    if name == "in-prep":  # the destination's claim: it holds nothing yet, or the new flavor
-        return Phase(name, None, anything, (  # the subject moves last: the others are moved
-            mixed("after-boot", subject, verify_of, lambda s: (settled(s, None),)),
-            Phase("verify-resize", verify(), anything)))
-    if name.startswith("in-"):  # inside the ending: each host before or after its step
-        ending = name[len("in-"):]
-        outcome = ENDING_OUTCOME[ending][0]
-        stepping = stepping or subject
-        ended = lambda s: (settled(s, outcome),)  # noqa: E731
-        return Phase(name, None, anything, (
-            mixed("verify-resize", stepping, ended, verify_of),
-            mixed(f"after-{ending}", stepping, ended, ended, verify_of)))
-    if name == "after-delete":
-        return Phase(name, (), {s: ("DELETED", None) for s in booted})
-    ending = name[len("after-"):]
-    outcome, migration = ENDING_OUTCOME[ending]
-    return Phase(name, tuple(settled(s, outcome) for s in booted), status("ACTIVE", migration))
+    return scenario.operation.phase(scenario, placed, moved, name, stepping)
