@@ -3,12 +3,13 @@
 A scenario names the cloud's CPU sets, the hosts' topologies, the flavors
 and the steps: servers booted (possibly pinned to a host), then the moves,
 all of one operation (:mod:`harness.operations`): resizes or cold
-migrations that leave them in VERIFY_RESIZE together, or one live
-migration. The last move is the *subject*, the one whose yield points are
-swept; earlier moves are in flight around it. The ending (confirm, revert,
-auto-confirm; a live migration's success or rollback) is chosen per run;
-then every server is deleted. Everything is checked when the file loads, so a bad scenario fails
-with one line naming the file and field, before Nova is imported.
+migrations that leave them in VERIFY_RESIZE together, one live migration,
+or one unshelve (after a shelve-offload). The last move is the *subject*,
+the one whose yield points are swept; earlier moves are in flight around
+it. The ending (confirm, revert, auto-confirm; a live migration's success
+or rollback; an unshelve's one) is chosen per run; then every server is
+deleted. Everything is checked when the file loads, so a bad scenario
+fails with one line naming the file and field, before Nova is imported.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ SCENARIO_DIR = os.path.dirname(os.path.abspath(scenarios.__file__))
 _TOP_KEYS = {"name", "description", "endings", "cloud", "hosts", "flavors", "steps"}
 _FLAVOR_KEYS = {"vcpus", "memory_mb", "disk_gb", "extra_specs"}
 _OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"},
-        "migrate": {"server", "host"}, "live-migrate": {"server", "host"}}
+        "migrate": {"server", "host"}, "live-migrate": {"server", "host"},
+        "unshelve": {"server", "host"}}
 _MOVES = tuple(BY_STEP)
 
 

@@ -103,6 +103,30 @@ class Bug1849165(fixtures.Fixture):
             populate))
 
 
+class Bug2025480(fixtures.Fixture):
+    """Undo the fix for bug 2025480 (f1dc4ec39b): a spawning unshelve's claim may be removed.
+
+    The fix made ``vm_states.allow_resource_removal`` keep an instance that
+    is SHELVED_OFFLOADED but already SPAWNING on its new host; before it
+    every SHELVED_OFFLOADED instance's usage could be removed, so a
+    destination periodic between the unshelve's claim and its save to ACTIVE
+    dropped the claim. The resource tracker and its stats read the helper
+    at call time; we put the old rule back.
+    """
+
+    description = "a periodic while an unshelve spawns drops the destination's claim"
+    bug = "https://bugs.launchpad.net/nova/+bug/2025480"
+    operation = "unshelve"
+
+    def _setUp(self):
+        from nova.compute import vm_states
+
+        def allow_resource_removal(vm_state, task_state=None):
+            return vm_state in (vm_states.DELETED, vm_states.SHELVED_OFFLOADED)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.vm_states.allow_resource_removal", allow_resource_removal))
+
+
 class VanishOnConfirm(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that crashes the ending.
 
@@ -164,6 +188,7 @@ class StrayThread(fixtures.Fixture):
 
 
 MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165,
+             "2025480": Bug2025480,
              "selftest-vanish": VanishOnConfirm,
              "selftest-stray-thread": StrayThread}
 

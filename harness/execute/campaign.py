@@ -33,8 +33,9 @@ def union(traces: dict) -> list:
 
 
 def targets_for(scen) -> tuple:
-    """One host plays both roles in a same-host scenario: one target."""
-    return ("source",) if scen.same_host else injection.TARGETS
+    """One host plays both roles in a same-host scenario: one target; an
+    operation without a source host (unshelve) has only its destination."""
+    return ("source",) if scen.same_host else scen.operation.targets
 
 
 def choose(scen, targets=None, endings=None) -> tuple:

@@ -277,7 +277,8 @@ class Tracer(fixtures.Fixture):
             else:
                 source, dest = host, migration.dest_compute
             self.hosts = {"source": source, "dest": dest}
-            self.roles = {dest: "dest", source: "source"}  # one host: "source"
+            # one host: "source"; no source host (an unshelve): the destination only
+            self.roles = {h: r for h, r in ((dest, "dest"), (source, "source")) if h is not None}
             self.open = True
         start = self.bounds.core[0]
         if method == start[0] and self._is(host, start[1]) and not self.past_core:

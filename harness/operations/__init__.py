@@ -12,10 +12,11 @@ from __future__ import annotations
 from harness.operations.base import Bounds, Operation
 from harness.operations.live import LIVE_MIGRATION
 from harness.operations.resize import RESIZE
+from harness.operations.unshelve import UNSHELVE
 
 #: operation name -> the operation
-OPERATIONS = {op.name: op for op in (RESIZE, LIVE_MIGRATION)}
+OPERATIONS = {op.name: op for op in (RESIZE, LIVE_MIGRATION, UNSHELVE)}
 #: scenario step op -> the operation a move of that kind is
 BY_STEP = {step: op for op in OPERATIONS.values() for step in op.ops}
 
-__all__ = ["BY_STEP", "Bounds", "OPERATIONS", "Operation"]
+__all__ = ["BY_STEP", "Bounds", "LIVE_MIGRATION", "OPERATIONS", "Operation", "RESIZE", "UNSHELVE"]

@@ -31,6 +31,7 @@ class Operation:
     name: str = ""
     ops: tuple = ()          # the scenario step ops that are this operation
     endings: tuple = ()      # how the move can end, chosen per run
+    targets: tuple = ("source", "dest", "both")  # where the periodic can be injected
     mid: str = ""            # the checkpoint where the move is done and its ending not begun
     core_phase: str = ""     # the ledger inside the core
     bounds: Bounds = None

@@ -1,0 +1,64 @@
+"""Unshelve after shelve-offload: nothing is held anywhere until the destination claims and spawns.
+
+The shelve-offload is part of the prefix (it frees everything: allocations
+deleted, host nulled); the unshelve to the step's host is what is swept.
+There is no source host: the only target is the destination. Its one
+ending is the unshelve itself.
+"""
+from __future__ import annotations
+
+from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, settled_phase
+from harness.oracles.ledger import Holding, Phase
+
+
+class Unshelve(Operation):
+    name = "unshelve"
+    ops = ("unshelve",)
+    endings = ("unshelve",)
+    targets = ("dest",)
+    mid = "shelved"
+    core_phase = "in-unshelve"
+    # the destination's unshelve_instance, its claim and spawn inside _unshelve_instance
+    bounds = Bounds(opens=("unshelve_instance", "dest"), closes=(("unshelve_instance", "dest"),),
+                    core=(("_unshelve_instance", "dest"), ("_unshelve_instance", "dest")))
+
+    def validate(self, moves, where):
+        if len(moves) != 1:
+            return f"{where}: an unshelve is the only move of its scenario"
+        return None
+
+    def steps(self, run) -> None:
+        boot_all(run)
+        move = run.scenario.subject
+        run.where = f"shelve-offload {move.server}"
+        run.cloud.shelve_offload(move.server)
+        run.checkpoint(self.mid, run.ledger(self.mid))
+        run.hooks.before_ending(run)  # one ending: nothing to branch
+        run.where = f"unshelve {move.server}"
+        run.ending_server = move.server
+        server = run.cloud.unshelve(move.server, move.host)
+        run.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
+        end_and_delete(run)
+
+    def phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
+        shared = settled_phase(scenario, placed, name)
+        if shared is not None:
+            return shared
+        old = booted(scenario)
+        subject = scenario.subject.server
+        others = tuple(Holding(placed[s], s, "instance", f) for s, f in old.items() if s != subject)
+        status = {s: ("ACTIVE", None) for s in old}
+        shelved = Phase(self.mid, others, dict(status, **{subject: ("SHELVED_OFFLOADED", None)}))
+        after = Phase("after-unshelve", others + (
+            Holding(moved.get(subject), subject, "instance", old[subject]),), status)
+        if name == self.mid:
+            return shelved
+        if name == "after-unshelve":
+            return after
+        if name in ("in-prep", "in-unshelve"):  # the claim is made inside: before it or after
+            anything = {s: (None, None) for s in old}
+            return Phase(name, None, anything, (shelved, after))
+        raise KeyError(f"no phase {name!r} in an unshelve")
+
+
+UNSHELVE = Unshelve()
