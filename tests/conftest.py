@@ -14,6 +14,24 @@ def cli(*args, env=None, timeout=600):
                           text=True, env=full_env, cwd=ROOT, timeout=timeout)
 
 
+def sweep(tmp_path, scenario, points, *args) -> dict:
+    """``nova-chaos run scenario`` at ``points`` (fork, 2 jobs): point -> its one item's JSON.
+
+    Every fork parent must have stayed clean and on its recorded trace.
+    """
+    import json
+    report = tmp_path / "sweep.json"
+    proc = cli("run", scenario, "--jobs", "2", "--json", str(report), *args,
+               *(a for p in points for a in ("--point", p)))
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    for parent in data["meta"]["fork_parents"]:
+        assert parent["passed"] and parent["trace_matches"], parent
+    items = {i["id"].split("/")[1]: i for i in data["items"]}
+    assert len(items) == len(data["items"]), "one item per point expected"
+    return items
+
+
 def pytest_ignore_collect(collection_path, config):
     """xdist workers must not import Nova: see tests/inprocess/conftest.py."""
     if hasattr(config, "workerinput") and "inprocess" in collection_path.parts:

@@ -8,9 +8,7 @@ destination periodic inside it drops the claim; before it there is no
 claim to drop, after it the migration counts again. Three points, one
 target, one ending keep CI short (the full sweep is in the closing note).
 """
-import json
-
-from tests.conftest import cli
+from tests.conftest import cli, sweep
 
 #: point -> caught by the mutation
 SAMPLE = {
@@ -21,17 +19,7 @@ SAMPLE = {
 
 
 def _sweep(tmp_path, *extra):
-    report = tmp_path / "report.json"
-    args = ["run", "live-migration", "--window", "lifecycle", "--target", "dest",
-            "--ending", "success", "--jobs", "2", "--json", str(report), *extra]
-    for point in SAMPLE:
-        args += ["--point", point]
-    proc = cli(*args)
-    assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    data = json.loads(report.read_text())
-    for parent in data["meta"]["fork_parents"]:  # on the recorded trace, clean at every phase
-        assert parent["passed"] and parent["trace_matches"], parent
-    return {i["id"].split("/")[1]: i for i in data["items"]}
+    return sweep(tmp_path, "live-migration", SAMPLE, "--window", "lifecycle", "--target", "dest", "--ending", "success", *extra)
 
 
 def test_1845146_caught_exactly_while_the_migration_is_accepted(tmp_path):

@@ -9,9 +9,7 @@ shows right after the unshelve, before any other periodic. Measured over
 the whole lifecycle window (41 points): caught at the 28 from the claim
 through the save, nowhere else; three of them keep CI short.
 """
-import json
-
-from tests.conftest import cli
+from tests.conftest import cli, sweep
 
 #: point -> caught by the mutation
 SAMPLE = {
@@ -22,16 +20,7 @@ SAMPLE = {
 
 
 def _sweep(tmp_path, *extra):
-    report = tmp_path / "report.json"
-    args = ["run", "unshelve", "--jobs", "2", "--json", str(report), *extra]
-    for point in SAMPLE:
-        args += ["--point", point]
-    proc = cli(*args)
-    assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    data = json.loads(report.read_text())
-    for parent in data["meta"]["fork_parents"]:
-        assert parent["passed"] and parent["trace_matches"], parent
-    return {i["id"].split("/")[1]: i for i in data["items"]}
+    return sweep(tmp_path, "unshelve", SAMPLE, *extra)
 
 
 def test_2025480_caught_exactly_while_the_unshelve_spawns(tmp_path):

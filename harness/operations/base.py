@@ -34,6 +34,7 @@ class Operation:
     targets: tuple = ("source", "dest", "both")  # where the periodic can be injected
     mid: str = ""            # the checkpoint where the move is done and its ending not begun
     core_phase: str = ""     # the ledger inside the core
+    only_move: str = ""      # "a live migration": the only move of its scenario (""; several may be)
     bounds: Bounds = None
 
     def planned(self, ending: str) -> list:
@@ -46,6 +47,8 @@ class Operation:
 
     def validate(self, moves, where: str) -> str | None:
         """Why these moves cannot be swept together (None: they can)."""
+        if self.only_move and len(moves) != 1:
+            return f"{where}: {self.only_move} is the only move of its scenario"
         return None
 
     def phase(self, scenario, placed: dict, moved: dict, name: str, stepping=None) -> Phase:
@@ -58,6 +61,12 @@ class Operation:
 def booted(scenario) -> dict:
     """server -> the flavor it booted with."""
     return {s.server: scenario.flavors[s.flavor] for s in scenario.boots}
+
+
+def unmoved(scenario, placed: dict) -> tuple:
+    """What every server but the subject holds: its instance where it booted."""
+    return tuple(Holding(placed[s], s, "instance", f) for s, f in booted(scenario).items()
+                 if s != scenario.subject.server)
 
 
 def settled_phase(scenario, placed: dict, name: str) -> Phase | None:

@@ -11,7 +11,8 @@ domain; a failed job destroys the destination one and Nova rolls back.
 from __future__ import annotations
 
 from harness.errors import ScenarioFailed
-from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, settled_phase
+from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
+                                     settled_phase, unmoved)
 from harness.oracles.ledger import Holding, Phase
 
 #: ending -> (the job's outcome on the fake host, the migration's final status)
@@ -23,6 +24,7 @@ class LiveMigration(Operation):
     ops = ("live-migrate",)
     endings = tuple(ENDINGS)
     mid = "in-flight"
+    only_move = "a live migration"
     core_phase = "in-flight"
     # the destination's checks (and claim), until the source is done, either way;
     # the core: the source runs the migration, until the job's outcome is decided
@@ -30,11 +32,6 @@ class LiveMigration(Operation):
                     closes=(("_post_live_migration", "source"),
                             ("_rollback_live_migration", "source")),
                     core=(("live_migration", "source"), None))
-
-    def validate(self, moves, where):
-        if len(moves) != 1:
-            return f"{where}: a live migration is the only move of its scenario"
-        return None
 
     def steps(self, run) -> None:
         boot_all(run)
@@ -78,7 +75,7 @@ class LiveMigration(Operation):
         old = booted(scenario)
         subject = scenario.subject.server
         anything = {s: (None, None) for s in old}
-        others = tuple(Holding(placed[s], s, "instance", f) for s, f in old.items() if s != subject)
+        others = unmoved(scenario, placed)
         flavor = old[subject]
         source, dest = placed[subject], moved.get(subject)
         flight = Phase(self.mid, others + (

@@ -7,7 +7,8 @@ ending is the unshelve itself.
 """
 from __future__ import annotations
 
-from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, settled_phase
+from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
+                                     settled_phase, unmoved)
 from harness.oracles.ledger import Holding, Phase
 
 
@@ -17,15 +18,11 @@ class Unshelve(Operation):
     endings = ("unshelve",)
     targets = ("dest",)
     mid = "shelved"
+    only_move = "an unshelve"
     core_phase = "in-unshelve"
     # the destination's unshelve_instance, its claim and spawn inside _unshelve_instance
     bounds = Bounds(opens=("unshelve_instance", "dest"), closes=(("unshelve_instance", "dest"),),
                     core=(("_unshelve_instance", "dest"), ("_unshelve_instance", "dest")))
-
-    def validate(self, moves, where):
-        if len(moves) != 1:
-            return f"{where}: an unshelve is the only move of its scenario"
-        return None
 
     def steps(self, run) -> None:
         boot_all(run)
@@ -46,7 +43,7 @@ class Unshelve(Operation):
             return shared
         old = booted(scenario)
         subject = scenario.subject.server
-        others = tuple(Holding(placed[s], s, "instance", f) for s, f in old.items() if s != subject)
+        others = unmoved(scenario, placed)
         status = {s: ("ACTIVE", None) for s in old}
         shelved = Phase(self.mid, others, dict(status, **{subject: ("SHELVED_OFFLOADED", None)}))
         after = Phase("after-unshelve", others + (
