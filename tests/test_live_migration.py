@@ -19,7 +19,8 @@ SAMPLE = {
 
 
 def _sweep(tmp_path, *extra):
-    return sweep(tmp_path, "live-migration", SAMPLE, "--window", "lifecycle", "--target", "dest", "--ending", "success", *extra)
+    return sweep(tmp_path, "live-migration", SAMPLE, "--window", "lifecycle", "--target", "dest",
+                 "--ending", "success", *extra)
 
 
 def test_1845146_caught_exactly_while_the_migration_is_accepted(tmp_path):

@@ -52,6 +52,15 @@ class Operation:
         return None
 
     def phase(self, scenario, placed: dict, moved: dict, name: str, stepping=None) -> Phase:
+        """The ledger of phase ``name``: the settled phases every operation shares, or its own.
+
+        ``placed``: server -> host it booted on; ``moved``: server -> host its
+        move went to (from the move's checkpoint, or mid-move, on).
+        """
+        return (settled_phase(scenario, placed, name)
+                or self.own_phase(scenario, placed, moved, name, stepping))
+
+    def own_phase(self, scenario, placed: dict, moved: dict, name: str, stepping=None) -> Phase:
         raise NotImplementedError
 
     def steps(self, run) -> None:

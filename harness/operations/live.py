@@ -11,8 +11,7 @@ domain; a failed job destroys the destination one and Nova rolls back.
 from __future__ import annotations
 
 from harness.errors import ScenarioFailed
-from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
-                                     settled_phase, unmoved)
+from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, unmoved
 from harness.oracles.ledger import Holding, Phase
 
 #: ending -> (the job's outcome on the fake host, the migration's final status)
@@ -68,10 +67,7 @@ class LiveMigration(Operation):
         run.cloud.set_job_outcome(ENDINGS[run.ending][0])
         run.where = f"live migration of {server}: {run.ending}"
 
-    def phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
-        shared = settled_phase(scenario, placed, name)
-        if shared is not None:
-            return shared
+    def own_phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
         old = booted(scenario)
         subject = scenario.subject.server
         anything = {s: (None, None) for s in old}

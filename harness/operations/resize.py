@@ -7,7 +7,7 @@ resize machinery with the old flavor as the new.
 from __future__ import annotations
 
 from harness.errors import ScenarioFailed
-from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, settled_phase
+from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete
 from harness.oracles import checks
 from harness.oracles.ledger import Holding, Phase
 
@@ -47,14 +47,10 @@ class Resize(Operation):
                                                   "success", str(exc))
         end_and_delete(run)
 
-    def phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
-        """``moved``: server -> host its move went to (from VERIFY_RESIZE, or
-        mid-move, on). ``stepping``: inside the endings, the server whose
-        ending runs now (the moves end in order: the ones before it have
-        ended, the ones after it have not)."""
-        shared = settled_phase(scenario, placed, name)
-        if shared is not None:
-            return shared
+    def own_phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
+        """``stepping``: inside the endings, the server whose ending runs now
+        (the moves end in order: the ones before it have ended, the ones
+        after it have not)."""
         old = booted(scenario)
         new = {s.server: scenario.flavors[s.flavor] for s in scenario.moves}
         anything = {s: (None, None) for s in old}  # mid-operation: anything but ERROR

@@ -7,8 +7,7 @@ ending is the unshelve itself.
 """
 from __future__ import annotations
 
-from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
-                                     settled_phase, unmoved)
+from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, unmoved
 from harness.oracles.ledger import Holding, Phase
 
 
@@ -37,10 +36,7 @@ class Unshelve(Operation):
         run.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
         end_and_delete(run)
 
-    def phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
-        shared = settled_phase(scenario, placed, name)
-        if shared is not None:
-            return shared
+    def own_phase(self, scenario, placed, moved, name, stepping=None) -> Phase:
         old = booted(scenario)
         subject = scenario.subject.server
         others = unmoved(scenario, placed)
