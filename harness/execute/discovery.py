@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 
+from harness import files
 from harness.errors import UnknownChoice, UsageError
 from harness.execute import runner
 from harness.explore import injection
@@ -77,9 +78,9 @@ def _tree_digest(top: str) -> bytes:
     discovery run, and once per process.
     """
     h = hashlib.sha256()
-    for root, dirs, files in os.walk(top):
+    for root, dirs, names in os.walk(top):
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(names):
             if name.endswith(".py"):
                 path = os.path.join(root, name)
                 h.update(os.path.relpath(path, top).encode())
@@ -154,11 +155,7 @@ def _discover_and_cache(scen, ending: str, path: str) -> None:
     if not result.passed:
         raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
                          "nothing to sweep:\n" + result.report())
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE_DIR)
-    with os.fdopen(fd, "w") as fh:
-        json.dump([(p.id, p.stage) for p in run.tracer.points], fh)
-    os.replace(tmp, path)  # atomic: parallel workers may race here
+    files.atomic_write(path, json.dumps([(p.id, p.stage) for p in run.tracer.points]))
 
 
 def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, endings=None) -> dict:

@@ -9,37 +9,12 @@ import collections
 import json
 import os
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
+from harness.files import UMASK, atomic_write  # noqa: F401 - the reports' writer
+
 MARK = {"pass": ".", "known": "k", "fail": "F", "error": "E"}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-#: read once, in the main thread, before any worker exists (os.umask sets as it reads)
-UMASK = _umask()
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write ``path`` whole or not at all, with the mode a plain ``open`` would give
-    (the temp file is 0600: CI log servers could not publish the reports)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 class Progress:
