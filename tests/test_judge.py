@@ -9,6 +9,7 @@ from harness.execute import campaign, discovery, runner
 from harness.execute.item import Item
 from harness.execute.record import Problem
 from harness.explore import injection
+from harness.operations import RESIZE
 from harness.oracles.checks import Finding
 
 ITEM = Item("pinned-hugepages", "source:X.y>Instance.save#1", "both", "confirm")
@@ -23,6 +24,7 @@ def finished(checkpoints, error=None, trace=TRACE, fired=HOSTS):
                               stopped_at="confirm vm1" if error else None)
     run = runner.Run.__new__(runner.Run)
     run.ending, run.result, run.where = "confirm", result, "delete vm1"
+    run.operation = RESIZE
     run.tracer = types.SimpleNamespace(points=[types.SimpleNamespace(id=p) for p in trace])
     inj = injection.Injection(ITEM.point, ITEM.target, hosts=list(HOSTS),
                               fired_at=[f"{h} (now)" for h in fired])
