@@ -24,7 +24,6 @@ import fixtures
 from harness.oracles import checks, views
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
 
-TARGETS = ("source", "dest", "both")
 _TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}
 
 
