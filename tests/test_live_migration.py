@@ -1,5 +1,6 @@
-"""Live migration as a swept operation: the 1845146 mutation is caught where its
-mechanism predicts and nowhere else, and clean Nova passes there.
+"""Live migration as a swept operation: the 1845146 and 1849165 mutations are
+caught where their mechanisms predict and nowhere else, and clean Nova passes
+there (or shows exactly its reviewed known finding).
 
 The bug's window, read from Nova (see harness.cloud.mutations.Bug1845146):
 from the destination's claim in ``check_can_live_migrate_destination``
@@ -33,6 +34,32 @@ def test_1845146_caught_exactly_while_the_migration_is_accepted(tmp_path):
     # the destination's RT lost the guest it still runs: ground truth says so in flight
     assert any(f["checkpoint"] == "in-flight" and f["check"] == "truth"
                and f["where"].startswith("host-b") for f in caught["findings"]), caught["findings"]
+
+
+#: rollback: point -> caught by the 1849165 mutation (see harness.cloud.mutations.Bug1849165)
+ROLLBACK = {
+    "source:ComputeManager._rollback_live_migration>Instance.drop_migration_context#1": False,  # noqa: E501 - context still there
+    "source:ComputeManager._rollback_live_migration>Instance.save#1": True,  # context gone, still MIGRATING
+    "source:ComputeManager._notify_about_instance_usage>notify_usage.live_migration._rollback.end#1": False,  # noqa: E501 - saved: no longer MIGRATING
+}
+
+
+def test_1849165_caught_exactly_where_the_context_is_gone_and_the_move_goes_on(tmp_path):
+    def run(*extra):
+        return sweep(tmp_path, "live-migration", ROLLBACK, "--window", "lifecycle",
+                     "--target", "dest", "--ending", "rollback", *extra)
+    clean = {p: i["verdict"] for p, i in run().items()}
+    # the two known rollback findings (1894095's re-claim, its legacy-counter tail) bracket it
+    assert clean == {p: "pass" if p.startswith("source:ComputeManager._notify") else "known"
+                     for p in ROLLBACK}
+    mutated = run("--mutate", "1849165")
+    assert {p: i["verdict"] for p, i in mutated.items()} == {
+        p: "fail" if caught else clean[p] for p, caught in ROLLBACK.items()}
+    (caught,) = [i for p, i in mutated.items() if ROLLBACK[p]]
+    # the destination's periodic failed (logged only), right after the injection
+    assert any(f["check"] == "logs" and "TypeError: argument of type 'NoneType'" in f["seen"]
+               and f["checkpoint"].startswith("after-injection@host-b")
+               for f in caught["findings"]), caught["findings"]
 
 
 def test_the_mutations_are_listed_with_their_bugs():

@@ -79,11 +79,17 @@ class Bug1849165(fixtures.Fixture):
     whose instance has no migration context yet (``if not mig_ctx:
     continue``); before it, the ``'old_resources' in mig_ctx`` test on that
     host raised TypeError and the whole periodic failed (logged only). We
-    raise what that test raised, then let Nova's own method run. Only a
-    live migration without a NUMA claim has such a window.
+    raise what that test raised, then let Nova's own method run. With the
+    libvirt driver a NUMA live migration claims (and gets its context)
+    before the migration names its destination, so the window is at its
+    end: the context is dropped in the database while the instance is still
+    MIGRATING -- on success between ``drop_migration_context`` and the save
+    of the host in ``post_live_migration_at_destination``, on rollback
+    between the source's ``drop_migration_context`` and its save -- and only
+    the destination tracks such a migration.
     """
 
-    description = "a periodic during a claimless live migration fails with TypeError"
+    description = "a periodic tracking a migration whose context is gone fails with TypeError"
     bug = "https://bugs.launchpad.net/nova/+bug/1849165"
     operation = "live-migration"
 
