@@ -45,3 +45,16 @@ def test_a_poll_that_never_finishes_is_reported():  # delete waits this way (imp
     cloud.gone = lambda name: False
     with pytest.raises(ScenarioFailed, match="delete vm1: still there after 0s"):
         cloud._poll(lambda: cloud.gone("vm1"), lambda: f"delete vm1: still there after {cloud.timeout:.0f}s")
+
+
+def test_time_the_process_was_held_still_is_not_charged_to_the_wait():
+    """A fork parent holds its whole process while it forks and waits for slots:
+    a wait's bound counts its polls, not the wall clock (eventlet live migration)."""
+    cloud = Cloud.__new__(Cloud)
+    cloud.timeout = 0.2  # four polls
+    answers = [False, False, False, "done"]
+
+    def ready():
+        time.sleep(0.15)  # the process held still: more wall time than the whole bound
+        return answers.pop(0)
+    assert cloud._poll(ready, lambda: "stuck") == "done"

@@ -103,7 +103,8 @@ class ForkSweep:
         trace = [p.id for p in run.tracer.points] if run.tracer else []
         self.parent = ({"scenario": self.scen.name, "window": self.window,
                         "mutation": self.mutation, "passed": parent.passed,
-                        "trace_matches": trace == self.traces[run.ending]})
+                        "trace_matches": trace == self.traces[run.ending],
+                        "why": None if parent.passed else _why_failed(parent)})
         for item in self.items.values():  # no result: say why
             if item.id not in self.records:
                 why = (self.brancher.refused
@@ -111,7 +112,7 @@ class ForkSweep:
                        or self.brancher.dead.get((item.point, item.target))
                        or self.brancher.dead.get(("ending", item.ending)))
                 if why is None and not parent.passed:
-                    why = f"the uninjected parent run failed: {parent.error or parent.findings[:1]}"
+                    why = f"the uninjected parent run failed: {self.parent['why']}"
                 elif why is None:
                     why = ("a forked child wrote no result" if item.point in self.traces[item.ending]
                            else f"point {item.point} was not reached")
@@ -257,6 +258,14 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
             code = 0
         finally:
             os._exit(code)
+
+
+def _why_failed(result) -> str:
+    """One line: where the uninjected parent stopped, or its first finding."""
+    if result.error is not None:
+        return f"stopped at {result.stopped_at}: {result.error}"
+    checkpoint, finding = result.findings[0]
+    return f"at {checkpoint}: {finding.line()}"
 
 
 def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> list:

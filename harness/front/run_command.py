@@ -103,7 +103,8 @@ def cmd_run(args) -> int:
         unsound = [p for p in parents if not (p["passed"] and p["trace_matches"])]
         for p in unsound:
             print(f"nova-chaos: the uninjected fork parent of {p['scenario']} (window "
-                  f"{p['window']!r}) {'left its recorded trace' if p['passed'] else 'failed'}: "
+                  f"{p['window']!r}) {'left its recorded trace' if p['passed'] else 'failed'}"
+                  f"{'' if p['passed'] else ' (' + str(p.get('why')) + ')'}: "
                   "its sweep proves nothing; run it again with --mode fresh", file=console.OUT)
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
