@@ -36,6 +36,20 @@ def test_1845146_caught_exactly_while_the_migration_is_accepted(tmp_path):
                and f["where"].startswith("host-b") for f in caught["findings"]), caught["findings"]
 
 
+def test_an_ending_nova_breaks_is_a_failure_with_its_aftermath_checked(tmp_path):
+    """The rollback of a migration whose claim 1845146 dropped: Nova cannot unpin
+    and the server goes to ERROR; the item still reaches after-rollback and
+    after-delete and fails with what Nova left, as a resize ending does."""
+    (point,) = [p for p, caught in SAMPLE.items() if caught]
+    (item,) = sweep(tmp_path, "live-migration", [point], "--window", "lifecycle", "--target",
+                    "dest", "--ending", "rollback", "--mutate", "1845146").values()
+    assert item["verdict"] == "fail", item["problems"]
+    seen = {(f["checkpoint"], f["check"], f["where"]): f["seen"] for f in item["findings"]}
+    assert "CPU set to unpin [6, 7]" in seen[("after-rollback", "liveness", "rollback of vm1")]
+    assert seen[("after-rollback", "liveness", "server vm1 status")] == "'ERROR'"
+    assert not [f for f in item["findings"] if f["checkpoint"] == "after-delete"]
+
+
 #: rollback: point -> caught by the 1849165 mutation (see harness.cloud.mutations.Bug1849165)
 ROLLBACK = {
     "source:ComputeManager._rollback_live_migration>Instance.drop_migration_context#1": False,  # noqa: E501 - context still there

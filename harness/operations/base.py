@@ -100,6 +100,16 @@ def boot_all(run) -> None:
         run.tracer.subject = run.cloud.servers[run.scenario.subject.server]
 
 
+def ending_failed(run, server: str, exc: Exception) -> None:
+    """The ending went wrong in Nova (the server in ERROR, a wait past its bound).
+
+    That is evidence, not the end of the run: the aftermath is checked as
+    after any ending, so the item fails with what Nova left behind.
+    """
+    from harness.oracles import checks
+    run.ending_error = checks.Finding("liveness", f"{run.ending} of {server}", "success", str(exc))
+
+
 def end_and_delete(run) -> None:
     """Check after the ending (then convergence), delete every server, check again."""
     run.checkpoint(f"after-{run.ending}", run.ledger(f"after-{run.ending}"), converge=True)

@@ -11,7 +11,8 @@ domain; a failed job destroys the destination one and Nova rolls back.
 from __future__ import annotations
 
 from harness.errors import ScenarioFailed
-from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, unmoved
+from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
+                                      ending_failed, unmoved)
 from harness.oracles.ledger import Holding, Phase
 
 #: ending -> (the job's outcome on the fake host, the migration's final status)
@@ -46,7 +47,13 @@ class LiveMigration(Operation):
 
         run.where = f"live-migrate {move.server}"
         with run.cloud.job_decisions(lambda: run.quietly(decide)):
-            server = run.cloud.live_migrate(move.server, move.host)
+            try:
+                server = run.cloud.live_migrate(move.server, move.host)
+            except ScenarioFailed as exc:
+                if "done" not in decision:  # the move never reached its ending
+                    raise
+                ending_failed(run, move.server, exc)
+                server = None
         if "error" in decision:
             raise ScenarioFailed(f"choosing the live-migration job's outcome: {decision['error']}")
         if "done" not in decision:

@@ -7,8 +7,8 @@ resize machinery with the old flavor as the new.
 from __future__ import annotations
 
 from harness.errors import ScenarioFailed
-from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete
-from harness.oracles import checks
+from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
+                                      ending_failed)
 from harness.oracles.ledger import Holding, Phase
 
 ENDING_OUTCOME = {"confirm": ("confirm", "confirmed"), "auto-confirm": ("confirm", "confirmed"),
@@ -42,9 +42,8 @@ class Resize(Operation):
             run.ending_server = move.server
             try:
                 getattr(cloud, run.ending.replace("-", "_"))(move.server)
-            except ScenarioFailed as exc:  # evidence; still check the aftermath
-                run.ending_error = checks.Finding("liveness", f"{run.ending} of {move.server}",
-                                                  "success", str(exc))
+            except ScenarioFailed as exc:
+                ending_failed(run, move.server, exc)
         end_and_delete(run)
 
     def own_phase(self, scenario, placed, moved, name, stepping=None) -> Phase:

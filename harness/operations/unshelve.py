@@ -7,7 +7,9 @@ ending is the unshelve itself.
 """
 from __future__ import annotations
 
-from harness.operations.base import Bounds, Operation, boot_all, booted, end_and_delete, unmoved
+from harness.errors import ScenarioFailed
+from harness.operations.base import (Bounds, Operation, boot_all, booted, end_and_delete,
+                                      ending_failed, unmoved)
 from harness.oracles.ledger import Holding, Phase
 
 
@@ -32,7 +34,11 @@ class Unshelve(Operation):
         run.hooks.before_ending(run)  # one ending: nothing to branch
         run.where = f"unshelve {move.server}"
         run.ending_server = move.server
-        server = run.cloud.unshelve(move.server, move.host)
+        try:
+            server = run.cloud.unshelve(move.server, move.host)
+        except ScenarioFailed as exc:
+            ending_failed(run, move.server, exc)
+            server = run.cloud.server(move.server)
         run.moved[move.server] = server["OS-EXT-SRV-ATTR:host"]
         end_and_delete(run)
 
