@@ -139,7 +139,7 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
     trace = [p.id for p in run.tracer.points] if run.tracer else []
     problems = []
     if result.error:
-        problems.append(Problem("error", f"error: stopped at {result.stopped_at}: {result.error}"))
+        problems.append(Problem("error", f"error: {result.first_problem()}"))
     missing = result.missing(run.planned())
     if missing:
         problems.append(Problem("error", f"error: never reached checkpoint {', '.join(missing)}"

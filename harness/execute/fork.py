@@ -104,7 +104,7 @@ class ForkSweep:
         self.parent = ({"scenario": self.scen.name, "window": self.window,
                         "mutation": self.mutation, "passed": parent.passed,
                         "trace_matches": trace == self.traces[run.ending],
-                        "why": None if parent.passed else _why_failed(parent)})
+                        "why": parent.first_problem()})
         for item in self.items.values():  # no result: say why
             if item.id not in self.records:
                 why = (self.brancher.refused
@@ -258,14 +258,6 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
             code = 0
         finally:
             os._exit(code)
-
-
-def _why_failed(result) -> str:
-    """One line: where the uninjected parent stopped, or its first finding."""
-    if result.error is not None:
-        return f"stopped at {result.stopped_at}: {result.error}"
-    checkpoint, finding = result.findings[0]
-    return f"at {checkpoint}: {finding.line()}"
 
 
 def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> list:

@@ -55,6 +55,15 @@ class RunResult:
     def passed(self) -> bool:
         return self.error is None and not self.findings
 
+    def first_problem(self) -> str | None:
+        """One line: where the run stopped, else its first finding; None if it passed."""
+        if self.error is not None:
+            return f"stopped at {self.stopped_at}: {self.error}"
+        if self.findings:
+            checkpoint, finding = self.findings[0]
+            return f"at {checkpoint}: {finding.line()}"
+        return None
+
     def warnings(self) -> list:
         """Nova's last warnings and errors; computed on demand (only failures keep them)."""
         return warnings_in(self.log_text)

@@ -102,9 +102,9 @@ def cmd_run(args) -> int:
         # trace, or failing uninjected, undermines the sweep it forked
         unsound = [p for p in parents if not (p["passed"] and p["trace_matches"])]
         for p in unsound:
+            what = "left its recorded trace" if p["passed"] else f"failed ({p['why']})"
             print(f"nova-chaos: the uninjected fork parent of {p['scenario']} (window "
-                  f"{p['window']!r}) {'left its recorded trace' if p['passed'] else 'failed'}"
-                  f"{'' if p['passed'] else ' (' + str(p.get('why')) + ')'}: "
+                  f"{p['window']!r}) {what}: "
                   "its sweep proves nothing; run it again with --mode fresh", file=console.OUT)
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
