@@ -4,10 +4,11 @@ A scenario names the cloud's CPU sets, the hosts' topologies, the flavors
 and the steps: servers booted (possibly pinned to a host), then the moves,
 all of one operation (:mod:`harness.operations`): resizes or cold
 migrations that leave them in VERIFY_RESIZE together, one live migration,
-or one unshelve (after a shelve-offload). The last move is the *subject*,
+one unshelve (after a shelve-offload) or one evacuation (of a fenced,
+forced-down host). The last move is the *subject*,
 the one whose yield points are swept; earlier moves are in flight around
 it. The ending (confirm, revert, auto-confirm; a live migration's success
-or rollback; an unshelve's one) is chosen per run; then every server is
+or rollback; an unshelve's one; an evacuation's source restart) is chosen per run; then every server is
 deleted. Everything is checked when the file loads, so a bad scenario
 fails with one line naming the file and field, before Nova is imported.
 """
@@ -30,7 +31,7 @@ _TOP_KEYS = {"name", "description", "endings", "cloud", "hosts", "flavors", "ste
 _FLAVOR_KEYS = {"vcpus", "memory_mb", "disk_gb", "extra_specs"}
 _OPS = {"boot": {"server", "flavor", "host"}, "resize": {"server", "flavor"},
         "migrate": {"server", "host"}, "live-migrate": {"server", "host"},
-        "unshelve": {"server", "host"}}
+        "unshelve": {"server", "host"}, "evacuate": {"server", "host"}}
 _MOVES = tuple(BY_STEP)
 
 
@@ -273,7 +274,7 @@ def _steps(raw_steps, flavors, names, path) -> tuple:
     if len(kinds) > 1:
         raise InvalidScenario(f"{_where(path, 'steps')}: the moves are of one operation, not "
                               + " and ".join(sorted(k.name for k in kinds)))
-    why = BY_STEP[moves[-1].op].validate(moves, _where(path, "steps"))
+    why = BY_STEP[moves[-1].op].validate(moves, _where(path, "steps"), tuple(steps))
     if why:
         raise InvalidScenario(why)
     return tuple(steps)
@@ -311,7 +312,8 @@ def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
             detail = "; ".join(f"{h}: {r}" for h, r in reasons.items())
             raise InvalidScenario(f"{_where(path, 'flavors', flavor.name)}: cannot fit any host ({detail})")
     steps = _steps(raw.get("steps", []), flavors, names, path)
-    far = {"migrate": "a cold migration", "live-migrate": "a live migration"}
+    far = {"migrate": "a cold migration", "live-migrate": "a live migration",
+           "evacuate": "an evacuation"}
     elsewhere = next((far[s.op] for s in steps if s.op in far), None)
     if len(hosts) == 1 and elsewhere:
         raise InvalidScenario(f"{base}: steps: {elsewhere} needs two [[hosts]]")

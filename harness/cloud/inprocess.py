@@ -192,6 +192,10 @@ class Cloud(fixtures.Fixture):
         env.flags(allow_resize_to_same_host=self.scenario.allow_same_host)
         for host in self.scenario.hosts:
             env.start_compute(hostname=host.name)
+        # a restarted compute keeps its fake host and provider; Nova's restart
+        # helper drops both from its maps while the new service starts
+        self.providers = dict(env.compute_rp_uuids)
+        self.down: set = set()  # hosts whose compute is stopped (evacuate's fenced source)
         self.flavor_ids = {}
         for name, flavor in sorted(self.scenario.flavors.items()):
             self.flavor_ids[name] = env._create_flavor(
@@ -223,10 +227,10 @@ class Cloud(fixtures.Fixture):
         return self.env.computes[host]
 
     def libvirt_host(self, host: str):
-        return self.compute(host).driver._host.get_connection()
+        return self.env.harness_peers[host]
 
     def rp_uuid(self, host: str) -> str:
-        return self.env.compute_rp_uuids[host]
+        return self.providers[host]
 
     def server(self, name: str) -> dict:
         return self.env.api.get_server(self.servers[name])
@@ -338,6 +342,56 @@ class Cloud(fixtures.Fixture):
         self.post_action(name, {"unshelve": {"host": host} if host else None}, f"unshelve {name}")
         return self.wait_for(name, ("ACTIVE",), f"unshelve {name}")
 
+    def fence(self, host: str) -> None:
+        """Take ``host`` down as an operator would before evacuating it.
+
+        Its compute service stops (no RPC, no periodic), its guests are
+        stopped but stay defined (fenced: they hold nothing on the host), and
+        the service is forced down so the API lets its servers be evacuated.
+        """
+        self.compute(host).stop()
+        self.down.add(host)
+        conn = self.libvirt_host(host)
+        for domain in list(conn._running_vms.values()):
+            domain.destroy()
+        self.env.api.put_service(self._service_id(host), {"forced_down": True})
+
+    def restart(self, host: str) -> None:
+        """Start a new compute service on ``host``'s fake host (a new ComputeManager
+        and resource tracker: its init_host runs here), then clear forced-down."""
+        self.env.restart_compute_service(host)
+        self.down.discard(host)
+        self.env.api.put_service(self._service_id(host), {"forced_down": False})
+
+    def _service_id(self, host: str):
+        return self.env.api.get_services(host=host, binary="nova-compute")[0]["id"]
+
+    def evacuate(self, name: str, host: str | None) -> dict:
+        """Evacuate ``name`` from its down host (to ``host``, or where the scheduler
+        picks); wait until the migration is 'done' and the server ACTIVE again.
+
+        Microversion 2.94: the server keeps its state (ACTIVE); from 2.95 an
+        evacuated server is left SHUTOFF.
+        """
+        from harness.oracles import views
+        api = self.env.api
+        body = {"evacuate": {"host": host} if host else {}}
+        latest, api.microversion = api.microversion, "2.94"
+        try:
+            self.post_action(name, body, f"evacuate {name}")
+        finally:
+            api.microversion = latest
+        seen = {}
+
+        def settled():
+            migration = seen["m"] = views.latest_migration(self, name)
+            if migration is not None and migration.status in ("failed", "error"):
+                raise ScenarioFailed(f"evacuate {name}: the migration is {migration.status}")
+            return migration is not None and migration.status == "done"
+        self._poll(settled, lambda: f"evacuate {name}: the migration is "
+                                    f"{getattr(seen.get('m'), 'status', None)}, not 'done'")
+        return self.wait_for(name, ("ACTIVE",), f"evacuate {name}")
+
     def confirm(self, name: str) -> dict:
         self.post_action(name, {"confirmResize": None}, f"confirm {name}")
         return self.wait_for(name, ("ACTIVE",), f"confirm {name}")
@@ -385,7 +439,8 @@ class Cloud(fixtures.Fixture):
         return False
 
     def periodic(self, host: str) -> None:
-        """Run ``update_available_resource`` on ``host`` as the periodic would.
+        """Run ``update_available_resource`` on ``host`` as the periodic would
+        (nothing while its compute is down).
 
         Its context is quiet: the harness's periodics are not Nova's path and
         add no yield points, in whatever thread Nova runs them.
@@ -393,6 +448,8 @@ class Cloud(fixtures.Fixture):
         from nova import context
 
         from harness.explore.tracer import quiet_context
+        if host in self.down:  # a stopped compute runs no periodic
+            return
         with quiet_context(context.get_admin_context()) as ctx:
             self.compute(host).manager.update_available_resource(ctx)
 

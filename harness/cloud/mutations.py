@@ -133,6 +133,33 @@ class Bug2025480(fixtures.Fixture):
             "nova.compute.vm_states.allow_resource_removal", allow_resource_removal))
 
 
+class Bug1791075(fixtures.Fixture):
+    """Undo the fix for bug 1791075 (d8f7638d02): rebuild task states are not "resizing".
+
+    An evacuation's claim is tracked through its migration, and the
+    periodic counts a migration only while its instance is resizing
+    (``_instance_in_resize_state``); the fix added the rebuild task states
+    (rebuilding, its block-device mapping, spawning) to that test. Before
+    it a destination periodic between the rebuild's claim and its save to
+    task_state None skipped the migration and dropped the claim, so a later
+    evacuation could be given the same pCPUs. We put the old test back.
+    """
+
+    description = "a periodic during an evacuation's rebuild drops the destination's claim"
+    bug = "https://bugs.launchpad.net/nova/+bug/1791075"
+    operation = "evacuate"
+
+    def _setUp(self):
+        from nova.compute import task_states, vm_states
+
+        def in_resize_state(instance):
+            return (instance.vm_state == vm_states.RESIZED
+                    or (instance.vm_state in (vm_states.ACTIVE, vm_states.STOPPED)
+                        and instance.task_state in task_states.resizing_states))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.resource_tracker._instance_in_resize_state", in_resize_state))
+
+
 class VanishOnConfirm(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that crashes the ending.
 
@@ -194,7 +221,7 @@ class StrayThread(fixtures.Fixture):
 
 
 MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165,
-             "2025480": Bug2025480,
+             "2025480": Bug2025480, "1791075": Bug1791075,
              "selftest-vanish": VanishOnConfirm,
              "selftest-stray-thread": StrayThread}
 

@@ -14,6 +14,8 @@ threads in the in-process cloud, and what this fixture does with each:
   is set aside for it and restored after.
 * Nova's pools (scatter-gather, the periodic, builds): Nova's own
   ``SpawnIsSynchronousFixture``, each task run as a hop.
+* Threads Nova starts and waits for (a stopping service's graceful
+  shutdown): run inline, as a hop, when started.
 * Timers: service heartbeats never start (no service can look down: the
   cloud's service_down_time is a week); the libvirt driver's wait loops
   run inline until done.
@@ -98,6 +100,10 @@ class OneThread(fixtures.Fixture):
             "nova.servicegroup.drivers.db.DbDriver.join", lambda *a, **k: None))
         self.useFixture(fixtures.MonkeyPatch("nova.virt.libvirt.driver.loopingcall",
                                              _inline_loopingcall(self.hop)))
+        # a stopping service runs its manager's graceful shutdown on a thread of
+        # its own and waits for it, bounded (Nova 34): here it runs as a hop
+        self.useFixture(fixtures.MonkeyPatch("nova.service.threading",
+                                             _inline_threads(self.hop)))
         in_memory = lambda name: ("sqlite://", None)  # noqa: E731
         for module in ("nova.tests.fixtures.nova", "nova.tests.functional.fixtures"):
             # by module object: the dotted name "nova.tests.fixtures.nova" resolves to
@@ -276,3 +282,29 @@ def _inline_loopingcall(hop):
 
     names = {k: getattr(loopingcall, k) for k in dir(loopingcall) if not k.startswith("__")}
     return types.SimpleNamespace(**dict(names, FixedIntervalLoopingCall=InlineLoopingCall))
+
+
+def _inline_threads(hop):
+    """The threading module as a module that starts threads and waits for them sees it:
+    a thread's target runs inline, as a hop, when it is started."""
+    import types
+
+    class InlineThread:
+        daemon = False
+
+        def __init__(self, group=None, target=None, name=None, args=(), kwargs=None, **_):
+            self._target, self._args, self._kwargs = target, args, kwargs or {}
+
+        def start(self):
+            if self._target is not None:
+                with hop():
+                    as_thread(self._target, *self._args, **self._kwargs)
+
+        def join(self, timeout=None):
+            pass
+
+        def is_alive(self):
+            return False
+
+    names = {k: getattr(threading, k) for k in dir(threading) if not k.startswith("__")}
+    return types.SimpleNamespace(**dict(names, Thread=InlineThread))

@@ -222,6 +222,10 @@ class Brancher:
         self.running = {}  # the siblings are not this child's to reap
         _fresh_hub()
         os.chdir(fs)  # PER_PROCESS now names this child's copy
+        # and temporary files of its own: the parent's (Nova's NestedTempfile)
+        # goes when the parent finishes, maybe before a queued child runs
+        # (measured: a restarted compute's start-up check exited on it)
+        tempfile.tempdir = tempfile.mkdtemp(prefix="tmp-", dir=fs)
         self.slots.forget()
         self.slots.acquire()
 

@@ -136,6 +136,9 @@ class ForkSweep:
         return [i for i in self.items.values()
                 if i.point == point_id and (ending is None or i.ending == ending)]
 
+    def items_at_ending(self, ending) -> list:
+        return [i for i in self.items.values() if i.ending == ending]
+
     def in_endings(self) -> list:
         """Items whose point the parent did not reach before VERIFY_RESIZE."""
         return [i for i in self.items.values() if i.point not in self.reached]
@@ -176,7 +179,24 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
             self._report_and_exit(run, *self.injected)
         elif self.ending_parent is not None:  # wait for this ending's children, then leave
             self.sweep.brancher.reap(block=True)
+            self._report_lost(self.ending_parent)
             os._exit(0)
+
+    def _report_lost(self, ending):
+        """An ending-parent's items no child reported, as errors saying why.
+
+        Only this process knows why its children failed or why it could not
+        fork; the top parent would see just a missing result.
+        """
+        brancher = self.sweep.brancher
+        for item in self.sweep.items_at_ending(ending):
+            why = (brancher.refused or brancher.dead.get((item.point, item.target, item.ending))
+                   or brancher.dead.get((item.point, item.target)))
+            path = self.sweep._path(item)
+            if why and not os.path.exists(path):
+                with open(path + ".tmp", "w") as fh:
+                    json.dump(Record.error(item, why).to_json(), fh)
+                os.replace(path + ".tmp", path)
 
     def _on_point(self, point):
         if self.injection is not None:          # a child: behave as a plain injector

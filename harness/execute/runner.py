@@ -221,7 +221,7 @@ class Run:
             self._steps()
         except ScenarioFailed as exc:
             self._stopped(str(exc))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a Nova service exits on a failed start-up check
             self._stopped(f"{type(exc).__name__}: {_first_line(exc)}")
         finally:
             self.result.seconds = time.monotonic() - started

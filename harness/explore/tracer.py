@@ -254,7 +254,8 @@ class Tracer(fixtures.Fixture):
             def boundary(manager_self, context, *args, **kwargs):
                 instance = kwargs.get("instance") or next(  # private methods take it by position
                     (a for a in args if type(a).__name__ == "Instance"), None)
-                ours = self.subject is None or getattr(instance, "uuid", None) == self.subject
+                # a method of no instance (the source's init_host) is the subject's too
+                ours = self.subject in (None, getattr(instance, "uuid", self.subject))
                 if ours:
                     self._enter(method, manager_self.host, instance, kwargs.get("migration"))
                 try:

@@ -10,13 +10,14 @@ chose.
 from __future__ import annotations
 
 from harness.operations.base import Bounds, Operation
+from harness.operations.evacuate import EVACUATE
 from harness.operations.live import LIVE_MIGRATION
 from harness.operations.resize import RESIZE
 from harness.operations.unshelve import UNSHELVE
 
 #: operation name -> the operation
-OPERATIONS = {op.name: op for op in (RESIZE, LIVE_MIGRATION, UNSHELVE)}
+OPERATIONS = {op.name: op for op in (RESIZE, LIVE_MIGRATION, UNSHELVE, EVACUATE)}
 #: scenario step op -> the operation a move of that kind is
 BY_STEP = {step: op for op in OPERATIONS.values() for step in op.ops}
 
-__all__ = ["BY_STEP", "Bounds", "LIVE_MIGRATION", "OPERATIONS", "Operation", "RESIZE", "UNSHELVE"]
+__all__ = ["BY_STEP", "Bounds", "EVACUATE", "LIVE_MIGRATION", "OPERATIONS", "Operation", "RESIZE", "UNSHELVE"]

@@ -45,8 +45,8 @@ class Operation:
         """The ledger an injected periodic is judged against in ``stage``."""
         return {"core": self.core_phase, "prep": "in-prep"}.get(stage, f"in-{ending}")
 
-    def validate(self, moves, where: str) -> str | None:
-        """Why these moves cannot be swept together (None: they can)."""
+    def validate(self, moves, where: str, steps=()) -> str | None:
+        """Why these moves (of the scenario's ``steps``) cannot be swept together (None: they can)."""
         if self.only_move and len(moves) != 1:
             return f"{where}: {self.only_move} is the only move of its scenario"
         return None
