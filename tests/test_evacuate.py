@@ -53,3 +53,29 @@ def test_only_the_evacuated_server_may_be_on_the_fenced_host():
     data["steps"][1]["host"] = "host-a"  # the bystander beside the evacuated server
     with pytest.raises(InvalidScenario, match="only 'vm1' may be on host-a.*also there: vm2"):
         scenario.from_dict(data, "x.toml")
+
+
+#: point -> caught by 1896463: finish_evacuation's steps run after its lock, not under it
+SPLIT_SAMPLE = {
+    "dest:ResourceTracker.finish_evacuation>Instance.save#1": True,   # before the host is set
+    "dest:ResourceTracker.finish_evacuation>Instance.drop_migration_context#1": False,  # after
+}
+
+
+def test_1896463_caught_where_the_lock_was_whole_or_split(tmp_path):
+    """Without the lock, a periodic before finish_evacuation's save is no longer
+    deferred past it. Run whole there it sees what the known gap shows; stopped
+    between its reads across the host's save and the context's drop (split:2),
+    the bug's own interleaving, it sees the same. Clean Nova passes both ways."""
+    clean = sweep(tmp_path, "evacuate", SPLIT_SAMPLE, "--fault", "split:2")
+    assert {p: i["verdict"] for p, i in clean.items()} == {p: "pass" for p in SPLIT_SAMPLE}
+    expected = {p: "fail" if caught else "pass" for p, caught in SPLIT_SAMPLE.items()}
+    for fault in ("periodic", "split:2"):
+        mutated = sweep(tmp_path, "evacuate", SPLIT_SAMPLE, "--fault", fault, "--mutate", "1896463")
+        assert {p: i["verdict"] for p, i in mutated.items()} == expected, fault
+        (caught,) = [i for p, i in mutated.items() if SPLIT_SAMPLE[p]]
+        assert any(f["check"] == "truth" and f["seen"] == "[6, 7]" for f in caught["findings"])
+    # where it stopped and where it finished, both named
+    assert caught["id"].endswith("/fault=split:2/mutate=1896463")
+    assert caught["fired"] == ["host-b (now, split: resumed at "
+                               "dest:ResourceTracker.finish_evacuation>Migration.save#1)"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fixtures
 
-from harness.errors import UnknownChoice
+from harness.errors import HarnessError, UnknownChoice
 
 
 class Bug1944759(fixtures.Fixture):
@@ -160,6 +160,47 @@ class Bug1791075(fixtures.Fixture):
             "nova.compute.resource_tracker._instance_in_resize_state", in_resize_state))
 
 
+class Bug1896463(fixtures.Fixture):
+    """Undo the fix for bug 1896463 (7675964af8): an evacuation finishes outside the RT lock.
+
+    The fix moved the evacuation's last steps -- apply the migration
+    context, set the host, save, drop the context, mark the migration
+    'done' -- into ``ResourceTracker.finish_evacuation`` under the
+    ``compute_resources`` lock. Before it they ran without the lock, so a
+    destination periodic that had read its instances (not this one: still
+    the source's) and not yet its migrations could see the host flipped and
+    the context dropped, and counted the guest in neither: the bug's
+    interleaving needs a periodic stopped between its reads
+    (``--fault split:2``). In Nova 34 a whole periodic there shows the same
+    loss, since the rebuild has already saved task_state None (the known
+    evacuate gap) and is no longer deferred past the save. We run the same
+    steps after the lock, not under it: the lock is still asked for and
+    released first, so the calls (the yield points) are the fixed Nova's
+    and discovery's trace still holds.
+    """
+
+    description = "an evacuation sets the host and drops its context outside the RT lock"
+    bug = "https://bugs.launchpad.net/nova/+bug/1896463"
+    operation = "evacuate"
+
+    def _setUp(self):
+        from nova.compute import resource_tracker
+        locked = resource_tracker.ResourceTracker.finish_evacuation
+        unlocked = getattr(locked, "__wrapped__", None)  # functools.wraps under the lock
+        if unlocked is None:
+            raise HarnessError("mutation 1896463: this Nova's finish_evacuation has no "
+                               "unlocked body to run (__wrapped__)")
+        from nova import utils
+        held_then_released = utils.synchronized(resource_tracker.COMPUTE_RESOURCE_SEMAPHORE,
+                                                fair=True)(lambda tracker: None)
+
+        def finish_evacuation(tracker, instance, node, migration):
+            held_then_released(tracker)
+            return unlocked(tracker, instance, node, migration)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.resource_tracker.ResourceTracker.finish_evacuation", finish_evacuation))
+
+
 class VanishOnConfirm(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that crashes the ending.
 
@@ -221,7 +262,7 @@ class StrayThread(fixtures.Fixture):
 
 
 MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165,
-             "2025480": Bug2025480, "1791075": Bug1791075,
+             "2025480": Bug2025480, "1791075": Bug1791075, "1896463": Bug1896463,
              "selftest-vanish": VanishOnConfirm,
              "selftest-stray-thread": StrayThread}
 

@@ -20,6 +20,7 @@ from harness.execute.record import PROVED_NOTHING, Problem, Record
 from harness.explore import injection
 from harness.oracles import known
 from harness.errors import UnknownChoice
+from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
 def trace_key(scenario: str, window: str) -> str:
@@ -81,13 +82,13 @@ def as_narrower(wider: list, wider_traces: dict, narrower_window: str,
 
 
 def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
-          window: str = DEFAULT_WINDOW) -> list:
+          window: str = DEFAULT_WINDOW, fault: str = DEFAULT_FAULT) -> list:
     """The campaign's items, point by point (then target, then ending)."""
     endings = endings or scen.endings
     targets = targets or targets_for(scen)
     chosen = points or union(traces)
     reached = {e: set(traces[e]) for e in endings}
-    return [Item(scen.name, p, t, e, mutation, window) for p in chosen for t in targets
+    return [Item(scen.name, p, t, e, mutation, window, fault) for p in chosen for t in targets
             for e in endings if p in reached[e]]
 
 
@@ -111,7 +112,7 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
              timeout: float = 180.0, detail: bool = False) -> Record:
     """Run one item in a fresh environment and judge it (known findings applied strictly)."""
     scen = scenario_mod.load(item.scenario)
-    inj = injection.Injection(item.point, item.target, detail=detail)
+    inj = injection.Injection(item.point, item.target, item.fault, detail=detail)
     run = runner.Run(scen, item.ending, converge_every=False, timeout=timeout)
 
     class Instrument(fixtures.Fixture):

@@ -50,6 +50,7 @@ from harness.errors import UsageError
 from harness.execute.item import Item
 from harness.execute.branching import HOLD_ENV, Brancher, Slots, _one_thread, _time, fork_supported
 from harness.execute.record import Record
+from harness.explore.faults import DEFAULT_FAULT
 from harness.explore import injection
 
 
@@ -57,8 +58,8 @@ class ForkSweep:
     """Every wanted (point, target, ending) of one scenario + mutation + window, by fork."""
 
     def __init__(self, scen, mutation, items, traces, jobs=2, timeout=120.0,
-                 window=campaign.DEFAULT_WINDOW):
-        self.scen, self.mutation, self.traces = scen, mutation, traces
+                 window=campaign.DEFAULT_WINDOW, fault=DEFAULT_FAULT):
+        self.scen, self.mutation, self.traces, self.fault = scen, mutation, traces, fault
         self.items = {i.id: i for i in items}
         self.jobs, self.timeout, self.window = jobs, timeout, window
         self.outdir = None
@@ -102,7 +103,7 @@ class ForkSweep:
         self.parent_result = parent
         trace = [p.id for p in run.tracer.points] if run.tracer else []
         self.parent = ({"scenario": self.scen.name, "window": self.window,
-                        "mutation": self.mutation, "passed": parent.passed,
+                        "mutation": self.mutation, "fault": self.fault, "passed": parent.passed,
                         "trace_matches": trace == self.traces[run.ending],
                         "why": parent.first_problem()})
         for item in self.items.values():  # no result: say why
@@ -207,7 +208,7 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
             self._selftest_hold()
             return
         target = chosen[1]
-        self.injection = injection.Injection(point.id, target)
+        self.injection = injection.Injection(point.id, target, self.sweep.fault)
         self.injected = (point, target, time.monotonic())
         super()._on_point(point)                # inject here, then carry on
 
@@ -267,7 +268,7 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
             for ending in endings:
                 run.ending = ending
                 item = Item(self.sweep.scen.name, point.id, target, ending,
-                            self.sweep.mutation, self.sweep.window)
+                            self.sweep.mutation, self.sweep.window, self.sweep.fault)
                 result = campaign.judge(item, run, self.injection, self.sweep.traces, None,
                                         started)
                 path = self.sweep._path(item)
@@ -294,11 +295,12 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> lis
     out = []
     groups: dict = {}
     for item in items:
-        groups.setdefault((item.scenario, item.mutation, item.window), []).append(item)
-    for (name, mutation, window), group in groups.items():
+        groups.setdefault((item.scenario, item.mutation, item.window, item.fault),
+                          []).append(item)
+    for (name, mutation, window, fault), group in groups.items():
         scen = scenario_mod.load(name)
         one = ForkSweep(scen, mutation, group, traces[campaign.trace_key(name, window)], jobs,
-                        timeout, window)
+                        timeout, window, fault)
         out += one.run(on_result)
         if parents is not None:
             parents.append(one.parent)

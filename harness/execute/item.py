@@ -1,4 +1,4 @@
-"""An item of a campaign: (scenario, point id, target, ending[, window][, mutation]).
+"""An item of a campaign: (scenario, point id, target, ending[, window][, fault][, mutation]).
 
 Its id is plain text, the same everywhere, and is all ``nova-chaos replay``
 needs.
@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from harness.errors import UsageError
+from harness.explore import faults
+from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
 SEP = "/"
@@ -21,26 +23,30 @@ class Item:
     ending: str
     mutation: str | None = None
     window: str = DEFAULT_WINDOW
+    fault: str = DEFAULT_FAULT  # the periodic whole, or split inside itself (harness.explore.split)
 
     @property
     def id(self) -> str:
         base = SEP.join((self.scenario, self.point, self.target, self.ending))
         if self.window != DEFAULT_WINDOW:
             base += f"{SEP}window={self.window}"
+        if self.fault != DEFAULT_FAULT:
+            base += f"{SEP}fault={self.fault}"
         return base + (f"{SEP}mutate={self.mutation}" if self.mutation else "")
 
     @classmethod
     def parse(cls, text: str) -> "Item":
         parts = text.split(SEP)
         options = {}
-        while parts and parts[-1].split("=", 1)[0] in ("mutate", "window") and "=" in parts[-1]:
+        while parts and parts[-1].split("=", 1)[0] in ("mutate", "window", "fault") and "=" in parts[-1]:
             key, value = parts.pop().split("=", 1)
             options[key] = value
         if len(parts) != 4:
             raise UsageError(f"bad item id {text!r}; expected "
-                             "SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME]")
+                             "SCENARIO/POINT/TARGET/ENDING[/window=NAME][/fault=NAME][/mutate=NAME]")
+        fault = faults.checked(options.get("fault", DEFAULT_FAULT))
         return cls(*parts, mutation=options.get("mutate"),
-                   window=options.get("window", DEFAULT_WINDOW))
+                   window=options.get("window", DEFAULT_WINDOW), fault=fault)
 
     def replay_command(self) -> str:
         return f"nova-chaos replay '{self.id}'"

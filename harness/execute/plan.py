@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.execute import campaign, discovery
+from harness.explore.faults import DEFAULT_FAULT
 
 
 @dataclasses.dataclass
@@ -19,7 +20,8 @@ class Plan:
     lines: list     # one line per campaign: its points and items
 
 
-def plan(campaigns, points=(), mutation=None, discover=discovery.discover) -> Plan:
+def plan(campaigns, points=(), mutation=None, discover=discovery.discover,
+         fault=DEFAULT_FAULT) -> Plan:
     """Plan ``campaigns`` (``(scenario, window, targets, endings)``), in order.
 
     ``points``: only these point ids (each must exist in the one campaign
@@ -36,7 +38,7 @@ def plan(campaigns, points=(), mutation=None, discover=discovery.discover) -> Pl
         campaign.validate(scen, traces, targets, endings, list(points), mutation, window)
         union = campaign.union({e: traces[e] for e in endings})
         chosen = [p for p in union if p in points] if points else union
-        mine = campaign.items(scen, traces, targets, endings, mutation, chosen, window)
+        mine = campaign.items(scen, traces, targets, endings, mutation, chosen, window, fault)
         traces_by[campaign.trace_key(scen.name, window)] = traces
         if window != campaign.DEFAULT_WINDOW:  # its calls in the card's window keep their ids
             card = discover(scen, campaign.DEFAULT_WINDOW, endings)

@@ -21,8 +21,11 @@ import dataclasses
 
 import fixtures
 
-from harness.oracles import checks, views
+from harness.execute.runner import Hooks
+from harness.explore import faults, split
+from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
+from harness.oracles import checks, views
 
 _TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}
 
@@ -31,16 +34,22 @@ _TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "d
 class Injection:
     point_id: str
     target: str
+    fault: str = DEFAULT_FAULT
     detail: bool = False       # record what the periodic changed (replay)
     hosts: list = dataclasses.field(default_factory=list)     # where it must fire (at the point)
     fired_at: list = dataclasses.field(default_factory=list)  # "host (now|deferred)"
     changes: dict = dataclasses.field(default_factory=dict)   # host -> [(path, before, after)]
 
 
-class Injector(fixtures.Fixture):
+class Injector(fixtures.Fixture, Hooks):
     """A :class:`Tracer` whose hook injects at ``injection.point_id``.
 
-    With ``injection=None`` it only records (the discovery run).
+    With ``injection=None`` it only records (the discovery run). A split
+    injection (``fault="split"``, ``"split:N"``) stops the periodic between
+    its instance and migration reads and finishes it at the operation's
+    next (N-th next) yield point, before anything asks for the lock it
+    holds, or before the next checkpoint, whichever comes first; its
+    checkpoint is then.
     """
 
     def __init__(self, run, injection: Injection | None = None,
@@ -48,6 +57,7 @@ class Injector(fixtures.Fixture):
         super().__init__()
         self.run, self.injection = run, injection
         self.window = window
+        self.paused: dict = {}  # host -> [Split, how, snapshot before, calls left]: stopped inside
 
     def _setUp(self):
         self.tracer = self.useFixture(Tracer(self.window, on_point=self._on_point,
@@ -55,9 +65,15 @@ class Injector(fixtures.Fixture):
         self.run.tracer = self.tracer
         if self.run.cloud.one_thread:  # an RPC's callee starts with a stack of its own
             self.run.cloud.one_thread.isolate(self.tracer._local)
+        self.pause_hook = self.useFixture(split.PauseHook())
+        self.addCleanup(self._abandon)
+
+    def before_check(self, run, name):
+        self._resume_all(f"checkpoint {name}")
 
     def _on_point(self, point):
         self.run.where = f"yield point {point.id}"
+        self._tick(point.id)
         inj = self.injection
         if inj is None or point.id != inj.point_id:
             return
@@ -74,11 +90,54 @@ class Injector(fixtures.Fixture):
     def _periodic(self, host, how, stage):
         with self.tracer.suspended():
             before = views.snapshot(self.run.cloud) if self.injection.detail else None
-            self.run.cloud.periodic(host)
-            self.injection.fired_at.append(f"{host} ({how})")
-            if before is not None:
-                after = views.snapshot(self.run.cloud)
-                self.injection.changes[host] = checks.diff_snapshots(before, after)
-            phase = self.run.ledger(self.run.operation.stage_phase(stage, self.run.ending))
-            self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,
-                                converge=False)
+            distance = faults.split_distance(self.injection.fault)
+            if distance is not None:
+                cloud = self.run.cloud
+                one = cloud.one_thread or None
+                part = split.Split(lambda: cloud.periodic(host),
+                                   [self.tracer._local, *(one._locals if one else ())], one)
+                self.pause_hook.splits.append(part)
+                part.run()
+                if part.paused:  # it finishes later (_tick, _resume_all); judged then
+                    self.paused[host] = [part, how, before, distance]
+                    self.tracer.before_acquire[f"compute_resources@{host}"] = (
+                        lambda: self._resume_all(f"a request for compute_resources@{host}"))
+                    return
+                how += ", never stopped inside"
+            else:
+                self.run.cloud.periodic(host)
+            self._judged(host, how, before, stage)
+
+    def _judged(self, host, how, before, stage):
+        """The injected periodic on ``host`` is over: record it, check every view."""
+        self.injection.fired_at.append(f"{host} ({how})")
+        if before is not None:
+            after = views.snapshot(self.run.cloud)
+            self.injection.changes[host] = checks.diff_snapshots(before, after)
+        phase = self.run.ledger(self.run.operation.stage_phase(stage, self.run.ending))
+        self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,
+                            converge=False)
+
+    def _tick(self, point_id: str) -> None:
+        """One more call of the operation: finish the paused periodics whose calls are up."""
+        for host, paused in list(self.paused.items()):
+            paused[3] -= 1
+            if paused[3] <= 0:
+                self._resume(host, point_id)
+
+    def _abandon(self) -> None:
+        """The run stopped with a periodic paused: let it finish (its lock), judge nothing."""
+        while self.paused:
+            self.paused.popitem()[1][0].run()
+
+    def _resume_all(self, where: str) -> None:
+        for host in list(self.paused):
+            self._resume(host, where)
+
+    def _resume(self, host: str, where: str) -> None:
+        """Finish the periodic stopped inside itself on ``host``, here; then judge it."""
+        part, how, before, _ = self.paused.pop(host)
+        self.tracer.before_acquire.pop(f"compute_resources@{host}", None)
+        with self.tracer.suspended():
+            part.run()
+            self._judged(host, f"{how}, split: resumed at {where}", before, self.tracer.stage())

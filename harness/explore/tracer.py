@@ -178,6 +178,7 @@ class Tracer(fixtures.Fixture):
         self.past_core = False         # the core has closed: the ending's steps are next
         self.held: dict = {}           # lock name -> thread ident holding it
         self.on_release: dict = collections.defaultdict(list)  # lock name -> callbacks
+        self.before_acquire: dict = {}  # lock name -> callback, run (once) before it is asked for
         self._counts = collections.Counter()
         self._local = threading.local()
 
@@ -234,6 +235,9 @@ class Tracer(fixtures.Fixture):
             if tracer.open:
                 tracer.call("lock", f"lock.{_UUID.sub('<uuid>', name.split('@')[0])}",
                             lambda: None, (), {}, frame)
+            first = tracer.before_acquire.pop(name, None)
+            if first is not None:  # a periodic paused holding it finishes first
+                first()
             acquired = False
             try:
                 with real_lock(name, *args, **kwargs) as held:

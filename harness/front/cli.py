@@ -30,6 +30,7 @@ def _seconds(text: str) -> float:
 def build_parser():
     from harness.cloud.nova_support import BACKENDS
     from harness.explore.tracer import DEFAULT_WINDOW
+    from harness.explore import faults
     p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     backend = dict(default=None, choices=BACKENDS,
@@ -62,6 +63,11 @@ def build_parser():
     sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
     sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759 "
                     "(see 'nova-chaos mutations')")
+    sp.add_argument("--fault", type=faults.checked, default=faults.DEFAULT_FAULT,
+                    help="periodic: the periodic runs whole at each point (the default); "
+                    "split: it stops between its instance and migration reads and finishes "
+                    "at the next yield point; split:N after N of the operation's calls "
+                    "(depth two)")
     sp.add_argument("--jobs", default="auto",
                     help="items at a time (forked children or worker processes), or 'auto' "
                     "(the default: one per core)")

@@ -12,6 +12,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+from harness.explore.faults import DEFAULT_FAULT
 from harness.files import UMASK, atomic_write  # noqa: F401 - the reports' writer
 
 MARK = {"pass": ".", "known": "k", "fail": "F", "error": "E"}
@@ -133,6 +134,11 @@ def _id_parts(item_id: str) -> tuple:
     return item.scenario, item.window, item.point, item.target, item.ending
 
 
+def _fault_of(item_id: str) -> str:
+    from harness.execute.item import Item
+    return Item.parse(item_id).fault
+
+
 def failure_groups(records: list, campaigns: list) -> str:
     """Failing items of a JSON report, grouped by what they found.
 
@@ -195,6 +201,7 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
         if any(p["kind"] != "finding" for p in r["problems"]):
             continue  # errors, stale entries, diverged traces: not a finding to accept
         scen, window, point, target, ending = _id_parts(r["id"])
+        window = (window, _fault_of(r["id"]))
         places = {}
         for f in r["findings"]:
             place = (f["checkpoint"].split("@")[0] + ("@*" if "@" in f["checkpoint"] else ""),
@@ -218,7 +225,10 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
                 mine = [e for e in expect if e[3] == klass]
                 if not mine:
                     continue
-                out += ["[[finding]]", f'scenario = "{scen}"', f'window = "{window}"', "points = ["]
+                out += ["[[finding]]", f'scenario = "{scen}"', f'window = "{window[0]}"']
+                if window[1] != DEFAULT_FAULT:
+                    out.append(f'fault = "{window[1]}"')
+                out.append("points = [")
                 out += [f'    "{p}",' for p in _named(points, sets or {})]
                 out += ["]", f"targets = {list(targets)!r}".replace("'", '"'),
                         f"endings = {sorted(endings)!r}".replace("'", '"'), "expect = ["]

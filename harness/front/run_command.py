@@ -6,6 +6,7 @@ import sys
 import time
 
 from harness.errors import UsageError
+from harness.explore.faults import DEFAULT_FAULT
 from harness.front import console
 from harness.front.console import EXIT_FINDINGS, EXIT_OK
 
@@ -50,7 +51,7 @@ def cmd_run(args) -> int:
         raise UsageError("--point needs one scenario and one window")
     info = console.load(args)
     started = time.monotonic()
-    planned = plan.plan(todo, args.point or (), args.mutate)
+    planned = plan.plan(todo, args.point or (), args.mutate, fault=args.fault)
     for line in planned.lines:
         print(line, file=sys.stderr)
     items, traces_by, tables = planned.items, planned.traces, planned.tables
@@ -61,7 +62,8 @@ def cmd_run(args) -> int:
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
-            "backend": args.backend, "mutation": args.mutate, "jobs": jobs, "mode": mode,
+            "backend": args.backend, "mutation": args.mutate, "fault": args.fault,
+            "jobs": jobs, "mode": mode,
             "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
                           for n, w, c, t, e in tables]}
     kept = _resumed(args, items, meta) if args.resume else {}
@@ -136,8 +138,8 @@ def _resumed(args, items, meta) -> dict:
         stored, records = data["meta"], data["items"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{args.json}: not a nova-chaos JSON report to resume ({exc!r})") from None
-    for key in ("nova", "backend", "mutation", "campaigns"):
-        if stored.get(key) != json.loads(json.dumps(meta[key])):
+    for key in ("nova", "backend", "mutation", "fault", "campaigns"):
+        if stored.get(key, DEFAULT_FAULT if key == "fault" else None) != json.loads(json.dumps(meta[key])):
             raise UsageError(f"{args.json} was made by another run ({key}: {stored.get(key)!r}, "
                              f"this run: {meta[key]!r}); not resuming it")
     planned = {i.id for i in items}

@@ -17,6 +17,7 @@ import tomllib
 
 from harness.errors import InvalidScenario
 from harness.scenario import SCENARIO_DIR
+from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
 KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
@@ -25,7 +26,7 @@ KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
 KNOWN_ENV = "NOVA_CHAOS_KNOWN"
 CLASSES = ("hard", "transient")
 _KEYS = {"scenario", "points", "targets", "endings", "mutation", "expect", "class", "reason",
-         "bug", "window"}
+         "bug", "window", "fault"}
 _EXPECT_KEYS = {"checkpoint", "check", "where", "seen"}
 
 #: legacy counters that every periodic rebuilds from scratch
@@ -58,6 +59,7 @@ class Entry:
     klass: str
     reason: str
     bug: str
+    fault: str = DEFAULT_FAULT  # which fault's items it covers (the periodic whole, or split)
 
     def covers_scenario(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, s) for s in self.scenarios)
@@ -67,7 +69,8 @@ class Entry:
                 and any(fnmatch.fnmatchcase(item.point, p) for p in self.points)
                 and item.target in self.targets and item.ending in self.endings
                 and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
-                and fnmatch.fnmatchcase(item.window, self.window))
+                and fnmatch.fnmatchcase(item.window, self.window)
+                and fnmatch.fnmatchcase(getattr(item, "fault", DEFAULT_FAULT), self.fault))
 
     def covering(self, checkpoint: str, finding):
         """Index of the expectation that covers this finding, or None.
@@ -140,7 +143,7 @@ def load(path: str | None = None) -> list:
     for i, e in enumerate(raw.get("finding", [])):
         where = f"{os.path.basename(path)}: finding[{i}]"
         unknown = set(e) - _KEYS
-        missing = _KEYS - {"mutation", "bug", "window"} - set(e)
+        missing = _KEYS - {"mutation", "bug", "window", "fault"} - set(e)
         if unknown or missing:
             raise InvalidScenario(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
         if e["class"] not in CLASSES:
@@ -159,7 +162,8 @@ def load(path: str | None = None) -> list:
         entries.append(Entry(tuple(scenarios), _points(e["points"], sets, where), tuple(e["targets"]),
                              tuple(e["endings"]), e.get("mutation", "*"),
                              e.get("window", DEFAULT_WINDOW), tuple(expect),
-                             e["class"], e["reason"], e.get("bug", "")))
+                             e["class"], e["reason"], e.get("bug", ""),
+                             e.get("fault", DEFAULT_FAULT)))
     return entries
 
 

@@ -1,0 +1,113 @@
+"""A periodic interrupted inside itself: it stops between its two reads and finishes later.
+
+``update_available_resource`` reads the host's instances, then its
+in-progress migrations (``MigrationList.get_in_progress_and_error``),
+holding the host's ``compute_resources`` lock throughout. A move that
+changes both lists in between (1896463: the evacuation set the host and
+dropped the migration context there, before its fix moved both under the
+lock) is invisible to a periodic run whole at one point. :class:`Split`
+runs the periodic in a greenlet of its own on the calling thread, stops it
+just before the migration-list read, and lets the caller resume it later
+(at the operation's next yield point, or before anyone asks for the lock
+it holds). One OS thread throughout: a fork-mode process stays forkable.
+
+On the threads backend greenlets share their thread's locals, so each
+switch swaps the thread-local state that says who is running (the tracer's
+stack and suspension, oslo.context's current context, the one-thread
+fixture's hop depth) out and back in.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import fixtures
+import greenlet
+
+#: where the periodic stops: its read of the host's in-progress migrations
+PAUSE_AT = ("nova.objects.migration.MigrationList", "get_in_progress_and_error")
+
+
+class Split:
+    """One periodic, run by ``fn()``, that stops once at :data:`PAUSE_AT`."""
+
+    def __init__(self, fn, locals_=(), one_thread=None):
+        self.fn, self.locals, self.one_thread = fn, list(locals_), one_thread
+        self.glet = greenlet.greenlet(self._body)
+        self.paused = False   # stopped at the migration-list read, not resumed yet
+        self.stopped = False  # it did stop there once
+        self.done = False
+        self.error = None
+
+    def _body(self):
+        try:
+            self.fn()
+        except Exception as exc:  # the periodic's own errors are Nova's to log, not ours
+            self.error = exc
+        finally:
+            self.done, self.paused = True, False
+
+    def run(self) -> None:
+        """Start it, or resume it; return when it stops at its pause or ends."""
+        if self.done:
+            return
+        self.paused = False
+        saved = self._save()
+        try:
+            self.glet.switch()
+        finally:
+            self._restore(saved)
+
+    def pause(self) -> None:
+        """Called inside the periodic: hand the thread back until :meth:`run` again."""
+        self.paused = self.stopped = True
+        saved = self._save()
+        try:
+            self.glet.parent.switch()
+        finally:
+            self._restore(saved)
+
+    def inside(self) -> bool:
+        return greenlet.getcurrent() is self.glet
+
+    # -- the thread-local state of whoever runs --------------------------------
+    def _save(self):
+        from oslo_context import context as oslo_context
+        depth = self.one_thread.depth if self.one_thread is not None else None
+        return ([(local, dict(local.__dict__)) for local in self.locals],
+                oslo_context.get_current(), depth)
+
+    def _restore(self, saved):
+        from oslo_context import context as oslo_context
+        locals_, current, depth = saved
+        for local, state in locals_:
+            local.__dict__.clear()
+            local.__dict__.update(state)
+        if current is not None:
+            current.update_store()
+        else:
+            with contextlib.suppress(AttributeError):
+                del oslo_context._request_store.context
+        if depth is not None:
+            self.one_thread.depth = depth
+
+
+class PauseHook(fixtures.Fixture):
+    """Stop the :class:`Split` whose greenlet reaches :data:`PAUSE_AT` (once each)."""
+
+    def __init__(self):
+        super().__init__()
+        self.splits: list = []
+
+    def _setUp(self):
+        import importlib
+        module, owner = PAUSE_AT[0].rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), owner)
+        real = getattr(cls, PAUSE_AT[1])  # bound: the tracer's wrapper, if any, stays inside
+
+        def read(klass, *args, **kwargs):
+            for split in self.splits:
+                if split.inside() and not split.stopped:
+                    split.pause()
+            return real(*args, **kwargs)
+        read.remotable = getattr(real, "remotable", True)
+        self.useFixture(fixtures.MonkeyPatch(".".join(PAUSE_AT), classmethod(read)))
