@@ -1,7 +1,7 @@
 """pytest plugin: one test item per (scenario, point, target, ending).
 
 A test opts in with ``@pytest.mark.chaos(scenario=..., mutation=None,
-window="resize", endings=None, targets=None)`` and
+window="resize", endings=None, targets=None, fault="periodic")`` and
 the ``chaos_item`` / ``chaos_result`` fixtures; the plugin parametrizes it
 with every item of the scenario's campaign, ids being the item ids (so
 ``pytest -n auto`` collects identically on every worker: ids come from a
@@ -54,7 +54,8 @@ SHARDS_KEY = pytest.StashKey[Shards]()
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "chaos(scenario, mutation=None, window='resize', endings=None, targets=None): "
+        "markers", "chaos(scenario, mutation=None, window='resize', endings=None, targets=None, "
+        "fault='periodic'): "
         "parametrize with the scenario's campaign items")
     from harness.cloud import nova_support
     backend = config.getoption("--chaos-backend")
@@ -76,7 +77,7 @@ def pytest_configure(config):
 
 def shard_of(item, points) -> str:
     index = points.index(item.point) * SHARDS // max(len(points), 1)
-    return f"{item.scenario}|{item.window}|{item.mutation or 'clean'}|shard{index}"
+    return f"{item.scenario}|{item.window}|{item.fault}|{item.mutation or 'clean'}|shard{index}"
 
 
 def pytest_generate_tests(metafunc):
@@ -94,7 +95,8 @@ def pytest_generate_tests(metafunc):
                                        opt("--chaos-ending") or marker.kwargs.get("endings"))
     planned = plan.plan([(scen, window, targets, endings)], opt("--chaos-point") or (),
                         marker.kwargs.get("mutation"),
-                        lambda s, w, e: discovery.points_without_nova(s, config.stash[BACKEND], w, e))
+                        lambda s, w, e: discovery.points_without_nova(s, config.stash[BACKEND], w, e),
+                        fault=marker.kwargs.get("fault", "periodic"))
     shards, params = config.stash[SHARDS_KEY], []
     for item in planned.items:
         name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,
