@@ -438,7 +438,7 @@ class Cloud(fixtures.Fixture):
             return True
         return False
 
-    def periodic(self, host: str) -> None:
+    def periodic(self, host: str, ctx=None) -> None:
         """Run ``update_available_resource`` on ``host`` as the periodic would
         (nothing while its compute is down).
 
@@ -450,7 +450,7 @@ class Cloud(fixtures.Fixture):
         from harness.explore.tracer import quiet_context
         if host in self.down:  # a stopped compute runs no periodic
             return
-        with quiet_context(context.get_admin_context()) as ctx:
+        with quiet_context(ctx or context.get_admin_context()) as ctx:
             self.compute(host).manager.update_available_resource(ctx)
 
 

@@ -94,7 +94,7 @@ class Injector(fixtures.Fixture, Hooks):
             if distance is not None:
                 cloud = self.run.cloud
                 one = cloud.one_thread or None
-                part = split.Split(lambda: cloud.periodic(host),
+                part = split.Split(lambda ctx: cloud.periodic(host, ctx),
                                    [self.tracer._local, *(one._locals if one else ())], one)
                 self.pause_hook.splits.append(part)
                 part.run()

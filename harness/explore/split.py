@@ -28,46 +28,57 @@ PAUSE_AT = ("nova.objects.migration.MigrationList", "get_in_progress_and_error")
 
 
 class Split:
-    """One periodic, run by ``fn()``, that stops once at :data:`PAUSE_AT`."""
+    """One periodic, run by ``fn(context)``, that stops once at :data:`PAUSE_AT`.
+
+    Its request context marks its work: on eventlet the read happens in a
+    green thread the periodic spawned, not in its own greenlet, and that is
+    the one to stop and resume.
+    """
 
     def __init__(self, fn, locals_=(), one_thread=None):
+        from nova import context
         self.fn, self.locals, self.one_thread = fn, list(locals_), one_thread
+        self.context = context.get_admin_context()
         self.glet = greenlet.greenlet(self._body)
-        self.paused = False   # stopped at the migration-list read, not resumed yet
-        self.stopped = False  # it did stop there once
+        self.caller = None       # who runs it now, and gets the thread back
+        self.resume_into = None  # the greenlet it stopped in
+        self.paused = False      # stopped at the migration-list read, not resumed yet
+        self.stopped = False     # it did stop there once
         self.done = False
-        self.error = None
 
     def _body(self):
         try:
-            self.fn()
-        except Exception as exc:  # the periodic's own errors are Nova's to log, not ours
-            self.error = exc
+            self.fn(self.context)
+        except Exception:  # noqa: S110 - the periodic logs its own errors, as Nova's does
+            pass
         finally:
             self.done, self.paused = True, False
+            self.glet.parent = self.caller  # eventlet's hub adopts a greenlet that waits on it
 
     def run(self) -> None:
         """Start it, or resume it; return when it stops at its pause or ends."""
         if self.done:
             return
-        self.paused = False
+        self.paused, self.caller = False, greenlet.getcurrent()
+        target, self.resume_into = self.resume_into or self.glet, None
         saved = self._save()
         try:
-            self.glet.switch()
+            target.switch()
         finally:
             self._restore(saved)
 
     def pause(self) -> None:
         """Called inside the periodic: hand the thread back until :meth:`run` again."""
         self.paused = self.stopped = True
+        self.resume_into = greenlet.getcurrent()
         saved = self._save()
         try:
-            self.glet.parent.switch()
+            self.caller.switch()
         finally:
             self._restore(saved)
 
-    def inside(self) -> bool:
-        return greenlet.getcurrent() is self.glet
+    def owns(self, context) -> bool:
+        return getattr(context, "global_id", None) == self.context.global_id
 
     # -- the thread-local state of whoever runs --------------------------------
     def _save(self):
@@ -104,10 +115,10 @@ class PauseHook(fixtures.Fixture):
         cls = getattr(importlib.import_module(module), owner)
         real = getattr(cls, PAUSE_AT[1])  # bound: the tracer's wrapper, if any, stays inside
 
-        def read(klass, *args, **kwargs):
+        def read(klass, context, *args, **kwargs):
             for split in self.splits:
-                if split.inside() and not split.stopped:
+                if split.owns(context) and not split.stopped:
                     split.pause()
-            return real(*args, **kwargs)
+            return real(context, *args, **kwargs)
         read.remotable = getattr(real, "remotable", True)
         self.useFixture(fixtures.MonkeyPatch(".".join(PAUSE_AT), classmethod(read)))
