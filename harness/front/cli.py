@@ -68,6 +68,12 @@ def build_parser():
                     "split: it stops between its instance and migration reads and finishes "
                     "at the next yield point; split:N after N of the operation's calls "
                     "(depth two)")
+    sp.add_argument("--shard", metavar="K/N",
+                    help="run only the K-th of N deterministic slices of the campaign (one "
+                    "per CI machine; 'nova-chaos merge' joins their reports)")
+    sp.add_argument("--durations", metavar="FILE",
+                    help="with --shard: balance the slices by the seconds this earlier JSON "
+                    "report recorded per item")
     sp.add_argument("--jobs", default="auto",
                     help="items at a time (forked children or worker processes), or 'auto' "
                     "(the default: one per core)")
@@ -98,6 +104,12 @@ def build_parser():
                     help="print known-findings entries (TOML) covering exactly the failing "
                     "items, for a reviewer to check, explain and paste")
     sp.set_defaults(fn=commands.cmd_rejudge)
+    sp = sub.add_parser("merge", help="join the JSON reports of a run's shards (run --shard K/N) "
+                        "into one report; fails on a missing or duplicated item")
+    sp.add_argument("reports", nargs="+", help="the shards' JSON reports, one per shard")
+    sp.add_argument("--json", required=True, help="write the merged JSON report here")
+    sp.add_argument("--junit", help="write the merged JUnit XML report here")
+    sp.set_defaults(fn=commands.cmd_merge)
     sp = sub.add_parser("known", help="check that every known-findings entry still "
                         "reproduces, on one sampled item each")
     sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")

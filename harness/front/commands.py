@@ -120,6 +120,78 @@ def cmd_rejudge(args) -> int:
     return EXIT_FINDINGS if now["fail"] or now["error"] else EXIT_OK
 
 
+def cmd_merge(args) -> int:
+    """Join the JSON reports of one run's shards (``run --shard K/N``) into one report.
+
+    The shards must be of one plan (the same Nova, backend, mutation, fault,
+    campaigns and plan digest), each of 1..N exactly once, and together hold
+    every planned item exactly once; anything else is one line naming what
+    is wrong, and nothing is written.
+    """
+    import collections
+    import json
+
+    from harness.execute.record import Record
+    from harness.front import report
+    metas, records = [], []
+    for path in args.reports:
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+            meta, items = data["meta"], data["items"]
+            meta["shard"]["index"], meta["shard"]["of"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}: not the JSON report of a sharded run ({exc!r})") from None
+        metas.append((path, meta))
+        records += [(path, r) for r in items]
+    first_path, first = metas[0]
+    same = ("nova", "backend", "mutation", "fault", "campaigns")
+    for path, meta in metas[1:]:
+        for key in same:
+            if meta.get(key) != first.get(key):
+                raise UsageError(f"{path} is not a shard of the run {first_path} is "
+                                 f"({key}: {meta.get(key)!r} vs {first.get(key)!r})")
+        if {k: meta["shard"][k] for k in ("of", "planned", "digest")} != \
+                {k: first["shard"][k] for k in ("of", "planned", "digest")}:
+            raise UsageError(f"{path} is a shard of another plan than {first_path}")
+    total = first["shard"]["of"]
+    seen = collections.Counter(m["shard"]["index"] for _, m in metas)
+    missing = [k for k in range(1, total + 1) if not seen[k]]
+    twice = sorted(k for k, n in seen.items() if n > 1)
+    if missing or twice:
+        raise UsageError(f"shards of {total}: missing {missing or 'none'}, given twice {twice or 'none'}")
+    partial = [p for p, m in metas if m.get("partial")]
+    if partial:
+        raise UsageError(f"{partial[0]} is a partial report (the run stopped part-way): "
+                         "run its shard to the end (--resume) first")
+    ids = collections.Counter(r["id"] for _, r in records)
+    doubled = sorted(i for i, n in ids.items() if n > 1)
+    if doubled:
+        raise UsageError(f"{len(doubled)} item(s) in more than one shard, e.g. {doubled[0]}")
+    if len(ids) != first["shard"]["planned"]:
+        raise UsageError(f"the shards hold {len(ids)} items, the plan has "
+                         f"{first['shard']['planned']}: an item is missing")
+    meta = {k: v for k, v in first.items() if k not in ("shard", "seconds", "fork_parents")}
+    meta.update(merged=[p for p, _ in metas], shards=total,
+                seconds=round(sum(m.get("seconds", 0) for _, m in metas), 1),
+                fork_parents=[p for _, m in metas for p in m.get("fork_parents", [])])
+    items = [r for _, r in records]
+    results = [Record.from_json(r) for r in items]
+    for c in meta.get("campaigns", []):
+        mine = [r for r in results if r.item.scenario == c["scenario"] and r.item.window == c["window"]]
+        print(f"\n{c['scenario']}, window {c['window']!r}:", file=console.OUT)
+        print(report.table(mine, c["points"], c["targets"], c["endings"]), file=console.OUT)
+    report.atomic_write(args.json, json.dumps({"meta": meta, "items": items}, indent=2))
+    print(f"JSON report: {os.path.abspath(args.json)}", file=console.OUT)
+    if args.junit:
+        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{meta.get('scenario')}"))
+        print(f"JUnit report: {os.path.abspath(args.junit)}", file=console.OUT)
+    bad = [r for r in results if r.verdict in ("fail", "error")]
+    unsound = [p for p in meta["fork_parents"] if not (p["passed"] and p["trace_matches"])]
+    print(f"{len(results)} items from {total} shards; {len(bad)} failed", file=console.OUT)
+    return EXIT_FINDINGS if bad or unsound else EXIT_OK
+
+
 def cmd_known(args) -> int:
     """Every known-findings entry still reproduces, on one sampled item each.
 

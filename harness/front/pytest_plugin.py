@@ -33,6 +33,8 @@ def pytest_addoption(parser):
                     help="only these endings (confirm/revert/auto-confirm)")
     group.addoption("--chaos-point", action="append", default=None,
                     help="only these point ids")
+    group.addoption("--chaos-shard", default=None, metavar="K/N",
+                    help="only the K-th of N slices of each campaign (as nova-chaos run --shard)")
 
 
 #: shards per (scenario, mutation): a shard shares one scenario prefix
@@ -98,7 +100,15 @@ def pytest_generate_tests(metafunc):
                         lambda s, w, e: discovery.points_without_nova(s, config.stash[BACKEND], w, e),
                         fault=marker.kwargs.get("fault", "periodic"))
     shards, params = config.stash[SHARDS_KEY], []
-    for item in planned.items:
+    chosen = planned.items
+    if opt("--chaos-shard"):
+        from harness.errors import UsageError
+        from harness.execute import shards as slicing
+        try:
+            chosen = slicing.select(chosen, *slicing.parse(opt("--chaos-shard")))
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    for item in chosen:
         name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,
                                                                                item.window)]))
         shards.items.setdefault(name, []).append(item)

@@ -42,6 +42,8 @@ def cmd_run(args) -> int:
     timeout = executor.ITEM_TIMEOUT if args.timeout is None else args.timeout
     if not timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.durations and not args.shard:
+        raise UsageError("--durations balances shards: it needs --shard K/N")
     if args.resume and not args.json:
         raise UsageError("--resume needs --json FILE (the report to resume)")
     todo = _campaigns(args)
@@ -55,6 +57,14 @@ def cmd_run(args) -> int:
     for line in planned.lines:
         print(line, file=sys.stderr)
     items, traces_by, tables = planned.items, planned.traces, planned.tables
+    shard = None
+    if args.shard:
+        from harness.execute import shards
+        k, n = shards.parse(args.shard)
+        weights = shards.durations(args.durations) if args.durations else None
+        shard = {"index": k, "of": n, "planned": len(items), "digest": shards.digest(items)}
+        items = shards.select(items, k, n, weights)
+        print(f"shard {k}/{n}: {len(items)} of {shard['planned']} items", file=sys.stderr)
     if args.list:
         print("\n".join(i.id for i in items), file=console.OUT)
         print(f"{len(items)} items", file=sys.stderr)
@@ -63,7 +73,7 @@ def cmd_run(args) -> int:
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
             "backend": args.backend, "mutation": args.mutate, "fault": args.fault,
-            "jobs": jobs, "mode": mode,
+            "jobs": jobs, "mode": mode, "shard": shard,
             "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
                           for n, w, c, t, e in tables]}
     kept = _resumed(args, items, meta) if args.resume else {}
@@ -138,7 +148,7 @@ def _resumed(args, items, meta) -> dict:
         stored, records = data["meta"], data["items"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{args.json}: not a nova-chaos JSON report to resume ({exc!r})") from None
-    for key in ("nova", "backend", "mutation", "fault", "campaigns"):
+    for key in ("nova", "backend", "mutation", "fault", "campaigns", "shard"):
         if stored.get(key, DEFAULT_FAULT if key == "fault" else None) != json.loads(json.dumps(meta[key])):
             raise UsageError(f"{args.json} was made by another run ({key}: {stored.get(key)!r}, "
                              f"this run: {meta[key]!r}); not resuming it")
