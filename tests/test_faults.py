@@ -1,9 +1,12 @@
 """The fault an item injects is part of its id, checked like the rest of it."""
+import json
+
 import pytest
 
 from harness.errors import UsageError
 from harness.execute.item import Item
 from harness.explore import faults
+from tests.conftest import cli
 
 
 def test_a_split_item_id_round_trips_and_the_default_fault_is_not_written():
@@ -24,3 +27,21 @@ def test_distances():
     assert faults.split_distance("periodic") is None
     assert faults.split_distance("split") == 1
     assert faults.split_distance("split:3") == 3
+
+
+def test_a_split_on_both_hosts_finishes_both_in_fork_and_fresh_mode(tmp_path):
+    """Two periodics stopped at one point: the first to finish has a checkpoint,
+    which finishes the other first (measured: the other was then finished twice,
+    and every split item on target both was an error). Fresh mode on the threads
+    backend runs the per-node update in a pool thread, which could not hand the
+    thread back: a split's own pool tasks run inline."""
+    point = "source:_TrackingEndpointWrapper.__getattr__._tracked>InstanceActionEvent.event_start#1"
+    for mode in ("fork", "fresh"):
+        report = tmp_path / f"{mode}.json"
+        proc = cli("run", "pinned-hugepages", "--fault", "split", "--point", point, "--target",
+                   "both", "--ending", "confirm", "--mode", mode, "--json", str(report))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        (item,) = json.loads(report.read_text())["items"]
+        assert item["verdict"] == "pass", item["problems"]
+        assert [f.split(" ")[0] for f in item["fired"]] == ["host-a", "host-b"]
+        assert all("split: resumed at " in f for f in item["fired"]), item["fired"]

@@ -115,11 +115,16 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
     inj = injection.Injection(item.point, item.target, item.fault, detail=detail)
     run = runner.Run(scen, item.ending, converge_every=False, timeout=timeout)
 
-    class Instrument(fixtures.Fixture):
+    class Instrument(fixtures.Fixture, runner.Hooks):
+        """Nova broken first (if asked), then traced; the run's hooks are the injector's."""
+
         def _setUp(self):
             if item.mutation:
                 self.useFixture(mutations.get(item.mutation)())
-            self.useFixture(injection.Injector(run, inj, item.window))
+            self.injector = self.useFixture(injection.Injector(run, inj, item.window))
+
+        def before_check(self, run, name):
+            self.injector.before_check(run, name)
 
     started = time.monotonic()
     run.execute(lambda r: Instrument())

@@ -120,7 +120,10 @@ class Injector(fixtures.Fixture, Hooks):
 
     def _tick(self, point_id: str) -> None:
         """One more call of the operation: finish the paused periodics whose calls are up."""
-        for host, paused in list(self.paused.items()):
+        for host in list(self.paused):
+            paused = self.paused.get(host)  # one resumed before may have finished it
+            if paused is None:
+                continue
             paused[3] -= 1
             if paused[3] <= 0:
                 self._resume(host, point_id)

@@ -103,7 +103,14 @@ class Split:
 
 
 class PauseHook(fixtures.Fixture):
-    """Stop the :class:`Split` whose greenlet reaches :data:`PAUSE_AT` (once each)."""
+    """Stop the :class:`Split` whose greenlet reaches :data:`PAUSE_AT` (once each).
+
+    A split periodic's own pool tasks (the per-node update) run inline on
+    its greenlet, as Nova's ``SpawnIsSynchronousFixture`` runs them: on the
+    threads backend a pool thread could not hand the thread back (measured:
+    "Cannot switch to a different thread"), and the greenlet waiting for it
+    would block the thread the operation runs on.
+    """
 
     def __init__(self):
         super().__init__()
@@ -122,3 +129,21 @@ class PauseHook(fixtures.Fixture):
             return real(context, *args, **kwargs)
         read.remotable = getattr(real, "remotable", True)
         self.useFixture(fixtures.MonkeyPatch(".".join(PAUSE_AT), classmethod(read)))
+        import futurist
+
+        from nova import thread_pool_factory as pools
+        inline = futurist.SynchronousExecutor()
+        self.addCleanup(inline.shutdown)
+        spawn, spawn_on = pools.spawn, pools.spawn_on
+
+        def in_a_split() -> bool:
+            here = greenlet.getcurrent()
+            return any(here is s.glet for s in self.splits)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.thread_pool_factory.spawn",
+            lambda func, *a, **k: (inline.submit(func, *a, **k) if in_a_split()
+                                   else spawn(func, *a, **k))))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.thread_pool_factory.spawn_on",
+            lambda kind, func, *a, **k: (inline.submit(func, *a, **k) if in_a_split()
+                                         else spawn_on(kind, func, *a, **k))))
