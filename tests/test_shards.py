@@ -65,24 +65,25 @@ def test_merge_refuses_a_missing_shard_a_doubled_item_and_another_plan(tmp_path)
     assert len(json.loads((tmp_path / "m.json").read_text())["items"]) == 2
 
 
-def test_two_shards_merged_give_the_unsharded_run(tmp_path):
-    points = ["dest:ComputeManager._do_rebuild_instance_with_claim>lock.compute_resources#1",
-              "dest:ComputeManager._rebuild_default_impl>driver.spawn#1",
-              "dest:SchedulerQueryClient.update_instance_info>scheduler_rpc.update_instance_info#1",
-              "dest:ResourceTracker.finish_evacuation>Instance.save#1"]
-    args = ["run", "evacuate", "--jobs", "2", *(a for p in points for a in ("--point", p))]
-    whole = tmp_path / "whole.json"
-    assert cli(*args, "--json", str(whole)).returncode in (0, 1)
+def test_two_shards_merged_give_the_campaign_s_verdicts(tmp_path):
+    """Each shard runs its own slice (its own fork parent); merged, the verdicts are
+    the ones these items have (tests/test_evacuate.py and the known findings)."""
+    expected = {
+        "dest:ComputeManager._rebuild_default_impl>driver.spawn#1": "pass",
+        "dest:SchedulerQueryClient.update_instance_info>scheduler_rpc.update_instance_info#1":
+            "known",
+    }
+    args = ["run", "evacuate", "--jobs", "2", *(a for p in expected for a in ("--point", p))]
     parts = []
     for k in (1, 2):
         part = tmp_path / f"shard{k}.json"
         proc = cli(*args, "--shard", f"{k}/2", "--json", str(part))
-        assert proc.returncode in (0, 1), proc.stderr[-2000:]
-        assert f"shard {k}/2: 2 of 4 items" in proc.stderr
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert f"shard {k}/2: 1 of 2 items" in proc.stderr
         parts.append(str(part))
     merged = tmp_path / "merged.json"
     proc = cli("merge", *parts, "--json", str(merged), "--junit", str(tmp_path / "m.xml"))
     assert proc.returncode == 0, proc.stderr  # a known finding is no failure
-    verdicts = lambda p: {i["id"]: i["verdict"] for i in json.loads(p.read_text())["items"]}  # noqa: E731
-    assert verdicts(merged) == verdicts(whole)
-    assert "known" in verdicts(whole).values()
+    items = json.loads(merged.read_text())["items"]
+    assert {i["id"].split("/")[1]: i["verdict"] for i in items} == expected
+    assert (tmp_path / "m.xml").read_text().count("<testcase") == 2
