@@ -172,24 +172,15 @@ class OneThread(fixtures.Fixture):
     @contextlib.contextmanager
     def hop(self):
         """Run the block as another thread would: fresh thread-locals, the caller's restored after."""
-        from oslo_context import context as oslo_context
-        previous = oslo_context.get_current()
-        saved = [(local, dict(local.__dict__)) for local in self._locals]
-        for local, _ in saved:
+        state = thread_state(self._locals)
+        for local in self._locals:
             local.__dict__.clear()
         self.depth += 1
         try:
             yield
         finally:
             self.depth -= 1
-            for local, state in saved:
-                local.__dict__.clear()
-                local.__dict__.update(state)
-            if previous is not None:
-                previous.update_store()
-            else:
-                with contextlib.suppress(AttributeError):
-                    del oslo_context._request_store.context
+            restore_thread_state(state)
 
     # -- locks ----------------------------------------------------------------
     def _guarded(self, real_lock):
@@ -214,6 +205,26 @@ class OneThread(fixtures.Fixture):
                     if fresh:
                         self.held.pop(key, None)
         return lock
+
+
+def thread_state(locals_) -> tuple:
+    """What says who runs on this thread: ``locals_``' contents and oslo.context's current context."""
+    from oslo_context import context as oslo_context
+    return [(local, dict(local.__dict__)) for local in locals_], oslo_context.get_current()
+
+
+def restore_thread_state(state) -> None:
+    """Put back what :func:`thread_state` saved."""
+    from oslo_context import context as oslo_context
+    saved, current = state
+    for local, values in saved:
+        local.__dict__.clear()
+        local.__dict__.update(values)
+    if current is not None:
+        current.update_store()
+    else:  # oslo.context has no public "clear"; its store is a thread local
+        with contextlib.suppress(AttributeError):
+            del oslo_context._request_store.context
 
 
 class _Listener:

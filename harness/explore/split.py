@@ -18,10 +18,10 @@ fixture's hop depth) out and back in.
 """
 from __future__ import annotations
 
-import contextlib
-
 import fixtures
 import greenlet
+
+from harness.cloud.one_thread import restore_thread_state, thread_state
 
 #: where the periodic stops: its read of the host's in-progress migrations
 PAUSE_AT = ("nova.objects.migration.MigrationList", "get_in_progress_and_error")
@@ -82,22 +82,12 @@ class Split:
 
     # -- the thread-local state of whoever runs --------------------------------
     def _save(self):
-        from oslo_context import context as oslo_context
         depth = self.one_thread.depth if self.one_thread is not None else None
-        return ([(local, dict(local.__dict__)) for local in self.locals],
-                oslo_context.get_current(), depth)
+        return thread_state(self.locals), depth
 
     def _restore(self, saved):
-        from oslo_context import context as oslo_context
-        locals_, current, depth = saved
-        for local, state in locals_:
-            local.__dict__.clear()
-            local.__dict__.update(state)
-        if current is not None:
-            current.update_store()
-        else:
-            with contextlib.suppress(AttributeError):
-                del oslo_context._request_store.context
+        state, depth = saved
+        restore_thread_state(state)
         if depth is not None:
             self.one_thread.depth = depth
 
