@@ -207,6 +207,7 @@ def cmd_known(args) -> int:
     from harness import scenario
     from harness.execute import campaign, discovery, executor, plan
     from harness.explore.tracer import WINDOWS
+    from harness.explore.faults import DEFAULT_FAULT
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
         raise UsageError(f"known-findings file {args.known} does not exist")
@@ -232,8 +233,12 @@ def cmd_known(args) -> int:
         ending = {k: next((e for e in (discovery.SLICED_FROM, *scen.endings)
                            if e in scen.endings and e in entries[k].endings), None) for k in wanted}
         endings = [e for e in scen.endings if e in ending.values()]
-        for window in windows if endings else ():  # discovered only while an entry is unsampled
-            planned = plan.plan([(scen, window, campaign.choose(scen)[0], endings)])
+        # the faults the entries name (a glob: the default one's items)
+        kinds = list(dict.fromkeys(entries[k].fault if not set("*?[") & set(entries[k].fault)
+                                   else DEFAULT_FAULT for k in wanted))
+        for window, fault in ((w, f) for w in (windows if endings else ()) for f in kinds):
+            # discovered only while an entry is unsampled
+            planned = plan.plan([(scen, window, campaign.choose(scen)[0], endings)], fault=fault)
             traces_by.update(planned.traces)
             items = planned.items
             for k in wanted:
