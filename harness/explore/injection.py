@@ -94,7 +94,7 @@ class Injector(fixtures.Fixture, Hooks):
             if distance is not None:
                 cloud = self.run.cloud
                 one = cloud.one_thread or None
-                part = split.Split(lambda ctx: cloud.periodic(host, ctx),
+                part = split.make(lambda ctx: cloud.periodic(host, ctx),
                                    [self.tracer._local, *(one._locals if one else ())], one)
                 self.pause_hook.splits.append(part)
                 part.run()
@@ -139,7 +139,10 @@ class Injector(fixtures.Fixture, Hooks):
 
     def _resume(self, host: str, where: str) -> None:
         """Finish the periodic stopped inside itself on ``host``, here; then judge it."""
-        part, how, before, _ = self.paused.pop(host)
+        paused = self.paused.pop(host, None)
+        if paused is None:  # another's checkpoint, on the way here, finished it
+            return
+        part, how, before, _ = paused
         self.tracer.before_acquire.pop(f"compute_resources@{host}", None)
         with self.tracer.suspended():
             part.run()

@@ -9,19 +9,25 @@ lock) is invisible to a periodic run whole at one point. :class:`Split`
 runs the periodic in a greenlet of its own on the calling thread, stops it
 just before the migration-list read, and lets the caller resume it later
 (at the operation's next yield point, or before anyone asks for the lock
-it holds). One OS thread throughout: a fork-mode process stays forkable.
-
-On the threads backend greenlets share their thread's locals, so each
-switch swaps the thread-local state that says who is running (the tracer's
-stack and suspension, oslo.context's current context, the one-thread
-fixture's hop depth) out and back in.
+it holds). Where one OS thread runs the cloud (fork mode) or green threads
+do (eventlet), the periodic runs in a greenlet: a fork-mode process stays
+forkable. Greenlets share their thread's locals, so each switch swaps the
+thread-local state that says who is running (the tracer's stack and
+suspension, oslo.context's current context, the one-thread fixture's hop
+depth) out and back in. With real threads (fresh mode on the threads
+backend) a greenlet could be resumed only by the thread that made it, and
+Nova's RPC threads move on: there the periodic gets a thread of its own
+(:class:`ThreadSplit`).
 """
 from __future__ import annotations
+
+import threading
 
 import fixtures
 import greenlet
 
 from harness.cloud.one_thread import restore_thread_state, thread_state
+from harness.errors import HarnessError
 
 #: where the periodic stops: its read of the host's in-progress migrations
 PAUSE_AT = ("nova.objects.migration.MigrationList", "get_in_progress_and_error")
@@ -80,6 +86,9 @@ class Split:
     def owns(self, context) -> bool:
         return getattr(context, "global_id", None) == self.context.global_id
 
+    def runs_here(self) -> bool:
+        return greenlet.getcurrent() is self.glet
+
     # -- the thread-local state of whoever runs --------------------------------
     def _save(self):
         depth = self.one_thread.depth if self.one_thread is not None else None
@@ -90,6 +99,63 @@ class Split:
         restore_thread_state(state)
         if depth is not None:
             self.one_thread.depth = depth
+
+
+class ThreadSplit(Split):
+    """The same with real threads (threads backend, fresh mode), where a greenlet
+    could only be resumed from the thread that made it, and Nova's RPC threads
+    move on: the periodic runs on a thread of its own and waits on an event
+    while stopped; any thread may resume it. Its thread-locals are its own."""
+
+    #: seconds either side waits for the other; past it the run is stuck, as it would be
+    BOUND = 300.0
+
+    def __init__(self, fn, locals_=(), one_thread=None):
+        from nova import context
+        self.fn, self.context = fn, context.get_admin_context()
+        self.thread = None
+        self.yielded, self.go = threading.Event(), threading.Event()
+        self.paused = self.stopped = self.done = False
+
+    def _body(self):
+        try:
+            self.fn(self.context)
+        except Exception:  # noqa: S110 - the periodic logs its own errors, as Nova's does
+            pass
+        finally:
+            self.done, self.paused = True, False
+            self.yielded.set()
+
+    def run(self) -> None:
+        if self.done:
+            return
+        self.paused = False
+        self.yielded.clear()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._body, name="nova-chaos-split", daemon=True)
+            self.thread.start()
+        else:
+            self.go.set()
+        if not self.yielded.wait(self.BOUND):
+            raise HarnessError(f"a split periodic neither stopped nor finished in {self.BOUND:.0f}s")
+
+    def pause(self) -> None:
+        self.paused = self.stopped = True
+        self.go.clear()
+        self.yielded.set()
+        self.go.wait(self.BOUND)  # past it: finish, rather than hold the lock for ever
+
+    def runs_here(self) -> bool:
+        return self.thread is not None and threading.get_ident() == self.thread.ident
+
+
+def make(fn, locals_=(), one_thread=None) -> Split:
+    """A split periodic for this process: greenlets where one thread runs the cloud
+    (fork mode) or green threads do (eventlet), a real thread otherwise."""
+    from harness.cloud import nova_support
+    if one_thread is None and nova_support.current_backend() == "threads":
+        return ThreadSplit(fn, locals_, one_thread)
+    return Split(fn, locals_, one_thread)
 
 
 class PauseHook(fixtures.Fixture):
@@ -127,8 +193,7 @@ class PauseHook(fixtures.Fixture):
         spawn, spawn_on = pools.spawn, pools.spawn_on
 
         def in_a_split() -> bool:
-            here = greenlet.getcurrent()
-            return any(here is s.glet for s in self.splits)
+            return any(s.runs_here() for s in self.splits)
         self.useFixture(fixtures.MonkeyPatch(
             "nova.thread_pool_factory.spawn",
             lambda func, *a, **k: (inline.submit(func, *a, **k) if in_a_split()
