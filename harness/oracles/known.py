@@ -17,7 +17,6 @@ import tomllib
 
 from harness.errors import InvalidScenario
 from harness.scenario import SCENARIO_DIR
-from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
 KNOWN_FILE = os.path.join(SCENARIO_DIR, "known-findings.toml")
@@ -59,7 +58,7 @@ class Entry:
     klass: str
     reason: str
     bug: str
-    fault: str = DEFAULT_FAULT  # which fault's items it covers (the periodic whole, or split)
+    fault: str = "*"  # which faults' items it covers (a glob; default: every fault)
 
     def covers_scenario(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, s) for s in self.scenarios)
@@ -70,7 +69,7 @@ class Entry:
                 and item.target in self.targets and item.ending in self.endings
                 and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
                 and fnmatch.fnmatchcase(item.window, self.window)
-                and fnmatch.fnmatchcase(getattr(item, "fault", DEFAULT_FAULT), self.fault))
+                and fnmatch.fnmatchcase(item.fault, self.fault))
 
     def covering(self, checkpoint: str, finding):
         """Index of the expectation that covers this finding, or None.
@@ -163,7 +162,7 @@ def load(path: str | None = None) -> list:
                              tuple(e["endings"]), e.get("mutation", "*"),
                              e.get("window", DEFAULT_WINDOW), tuple(expect),
                              e["class"], e["reason"], e.get("bug", ""),
-                             e.get("fault", DEFAULT_FAULT)))
+                             e.get("fault", "*")))
     return entries
 
 
