@@ -93,3 +93,21 @@ def test_discovery_is_keyed_on_every_module_of_the_tree(tmp_path):
     (deep / "driver.py").write_text("X = 2\n")
     discovery._tree_digest.cache_clear()
     assert discovery._tree_digest(str(tmp_path / "nova")) != before
+
+
+def test_a_split_item_whose_periodic_never_stopped_inside_itself_proves_nothing_of_depth_two():
+    import dataclasses
+    split_item = dataclasses.replace(ITEM, fault="split")
+    result = runner.RunResult("pinned-hugepages", "confirm", [runner.Checkpoint(n, []) for n in EVERY])
+    run = runner.Run.__new__(runner.Run)
+    run.ending, run.result, run.where, run.operation = "confirm", result, "delete vm1", RESIZE
+    run.tracer = types.SimpleNamespace(points=[types.SimpleNamespace(id=p) for p in TRACE])
+    fired = ["host-a (now, split: resumed at dest:Z.w>notify#1)",
+             "host-b (now, never stopped inside)"]
+    inj = injection.Injection(split_item.point, "both", "split", hosts=list(HOSTS), fired_at=fired)
+    out = campaign.judge(split_item, run, inj, {"confirm": TRACE}, [], 0.0)
+    assert out.verdict == "fail"
+    assert out.problems == [Problem("missed-injection", "the split periodic never stopped between "
+                                    "its reads: host-b (now, never stopped inside)")]
+    inj.fired_at = fired[:1] + ["host-b (now, split: resumed at checkpoint verify-resize)"]
+    assert campaign.judge(split_item, run, inj, {"confirm": TRACE}, [], 0.0).verdict == "pass"

@@ -20,6 +20,7 @@ from harness.execute.record import PROVED_NOTHING, Problem, Record
 from harness.explore import injection
 from harness.oracles import known
 from harness.errors import UnknownChoice
+from harness.explore import faults
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
@@ -171,6 +172,10 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
                 problems.append(Problem(
                     "missed-injection", f"injection did not fire on {host}: its periodic was "
                     "deferred to a lock release that never came"))
+        if faults.split_distance(item.fault) is not None:  # depth two, or nothing proved
+            problems += [Problem("missed-injection", f"the split periodic never stopped between "
+                                 f"its reads: {fired}") for fired in inj.fired_at
+                         if "split: resumed at " not in fired]
     verdict, problems, known_lines = _verdict(
         item, result.checkpoints, problems, known.load() if entries is None else entries)
     return Record(item, verdict, problems, known_lines, time.monotonic() - started,
