@@ -59,7 +59,11 @@ class Split:
             pass
         finally:
             self.done, self.paused = True, False
-            self.glet.parent = self.caller  # eventlet's hub adopts a greenlet that waits on it
+            self._hand_back()
+
+    def _hand_back(self):
+        """Finished: the thread goes back to whoever resumed it last."""
+        self.glet.parent = self.caller  # eventlet's hub adopts a greenlet that waits on it
 
     def run(self) -> None:
         """Start it, or resume it; return when it stops at its pause or ends."""
@@ -117,14 +121,8 @@ class ThreadSplit(Split):
         self.yielded, self.go = threading.Event(), threading.Event()
         self.paused = self.stopped = self.done = False
 
-    def _body(self):
-        try:
-            self.fn(self.context)
-        except Exception:  # noqa: S110 - the periodic logs its own errors, as Nova's does
-            pass
-        finally:
-            self.done, self.paused = True, False
-            self.yielded.set()
+    def _hand_back(self):
+        self.yielded.set()
 
     def run(self) -> None:
         if self.done:
