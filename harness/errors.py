@@ -43,3 +43,15 @@ class RunTimeout(HarnessError):
 
 class NondeterministicTrace(HarnessError):
     """Two recording runs of the same scenario reached different yield points."""
+
+
+class HostCrashed(HarnessError):
+    """A compute host died mid-step (the restart fault): the step cannot finish.
+
+    Not a ScenarioFailed: no step may take it for Nova refusing; the run's
+    recovery (``harness.explore.restart``) takes over.
+    """
+
+    def __init__(self, host):
+        super().__init__(f"compute {host} died")
+        self.host = host

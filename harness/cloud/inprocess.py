@@ -18,7 +18,7 @@ import time
 
 import fixtures
 
-from harness.errors import NovaUnusable, RunTimeout, ScenarioFailed
+from harness.errors import HostCrashed, NovaUnusable, RunTimeout, ScenarioFailed
 
 #: stubs this harness adds to Nova's ServersTestBase, with the reason for each
 STUBS = (
@@ -196,6 +196,7 @@ class Cloud(fixtures.Fixture):
         # helper drops both from its maps while the new service starts
         self.providers = dict(env.compute_rp_uuids)
         self.down: set = set()  # hosts whose compute is stopped (evacuate's fenced source)
+        self.crashed: list = []  # hosts whose compute died (the restart fault), not restarted yet
         self.flavor_ids = {}
         for name, flavor in sorted(self.scenario.flavors.items()):
             self.flavor_ids[name] = env._create_flavor(
@@ -251,6 +252,8 @@ class Cloud(fixtures.Fixture):
         live-migration items, and their parent, "never finished").
         """
         for _ in range(int(self.timeout / POLL_SECONDS) + 1):
+            if self.crashed:  # what it waits for died with the host: the recovery takes over
+                raise HostCrashed(self.crashed[0])
             value = ready()
             if value:
                 return value
@@ -362,6 +365,31 @@ class Cloud(fixtures.Fixture):
         self.env.restart_compute_service(host)
         self.down.discard(host)
         self.env.api.put_service(self._service_id(host), {"forced_down": False})
+
+    def kill(self, host: str) -> None:
+        """``host``'s compute process dies here, on the thread running its code
+        (one-thread cloud): that thread is frozen for good, its RPC server
+        gone; its guests run on. Never returns (the caller is that thread)."""
+        compute = self.compute(host)
+        self.crashed.append(host)
+        self.down.add(host)
+        mine = {id(compute.rpcserver), id(getattr(compute, "rpcserver_alt", None))}
+        for *_, listener in self.one_thread.listeners:
+            if id(listener.server) in mine:
+                listener.stop()
+        self.one_thread.crash(host)
+
+    def restart_dead(self, host: str) -> None:
+        """A new compute service on the dead ``host``'s fake host: a new
+        ComputeManager whose ``init_host`` and start-up periodic run here; then
+        the casts that waited for it are delivered. The dead one is not
+        stopped (it cannot run its shutdown)."""
+        compute = self.compute(host)
+        compute.stop = lambda: None
+        self.env.restart_compute_service(host)
+        self.crashed.remove(host)
+        self.down.discard(host)
+        self.one_thread.revive(host)
 
     def _service_id(self, host: str):
         return self.env.api.get_services(host=host, binary="nova-compute")[0]["id"]

@@ -69,6 +69,11 @@ class OneThread(fixtures.Fixture):
         self.depth = 0              # hops nested on the thread right now
         self.held: dict = {}        # lock name -> depth of the hop holding it
         self._locals: list = []
+        self.crashable = False      # callees run on greenlets a crash can freeze (restart fault)
+        self.dead: dict = {}        # host -> casts queued for its next incarnation
+        self.frozen: list = []      # the dead threads: kept, never resumed, never collected
+        self._threads: list = []    # (greenlet, host) of the callees running, innermost last
+        self.casting = False        # the message being sent is a cast (made a call by CastAsCall)
 
     def isolate(self, local) -> None:
         self._locals.append(local)
@@ -124,25 +129,42 @@ class OneThread(fixtures.Fixture):
     def _send(self, real_send, driver, target, ctxt, message, wait_for_reply, timeout,
               transport_options):
         exchange = target.exchange or driver._default_exchange
+        cast, self.casting = self.casting, False
+        if target.server in self.dead:  # its process is gone (harness.explore.restart)
+            if wait_for_reply and not cast:  # production's caller waits out rpc_response_timeout
+                import oslo_messaging
+                raise oslo_messaging.MessagingTimeout(
+                    f"no reply on topic {target.topic}: {target.server} is dead")
+            # a cast waits in the broker's queue for the host's next incarnation
+            self.dead[target.server].append(
+                lambda: self._send(real_send, driver, target, ctxt, message, False, None,
+                                   transport_options))
+            return None
         mine = [(s, ln) for e, t, s, ln in self.listeners
                 if e == exchange and t == target.topic and ln.server is not None]
         if target.fanout:
-            chosen = [ln for s, ln in mine if s is not None]
+            chosen = [(s, ln) for s, ln in mine if s is not None]
         elif target.server:
-            chosen = [ln for s, ln in mine if s == target.server][:1]
+            chosen = [(s, ln) for s, ln in mine if s == target.server][:1]
         else:
-            chosen = [ln for _, ln in mine][:1]
+            chosen = mine[:1]
         if not chosen:  # nobody listens (notifications): the fake driver queues it
             return real_send(driver, target, ctxt, message, wait_for_reply, timeout,
                              transport_options)
         from oslo_messaging._drivers import impl_fake
         driver._check_serialize(message)
         reply = None
-        for listener in chosen:
+        for server, listener in chosen:
             replies = queue.Queue() if wait_for_reply else None
             incoming = impl_fake.FakeIncomingMessage(ctxt, message, replies, lambda: None)
             with self.hop():  # _process_incoming starts the callee's "thread" (hostctx)
-                listener.server._process_incoming([incoming])
+                died = self.as_thread_of(server, listener.server._process_incoming, [incoming])
+            if died and cast:  # delivered; its sender never waited
+                continue
+            if died:
+                import oslo_messaging
+                raise oslo_messaging.MessagingTimeout(
+                    f"no reply on topic {target.topic}: {server} died")
             if replies is not None:
                 try:
                     reply, failure = replies.get_nowait()
@@ -168,6 +190,75 @@ class OneThread(fixtures.Fixture):
             with self.hop():
                 return func(*args, **kwargs)
         return hopped
+
+    # -- crashes (harness.explore.restart) --------------------------------------
+    def as_thread_of(self, host, fn, *args):
+        """``fn(*args)`` as the work of ``host``'s thread: with :attr:`crashable`, on a
+        greenlet of its own, so that :meth:`crash` can freeze it where it stands.
+
+        A frozen callee returns nothing to its caller: a cast was delivered
+        (its sender carries on, as production's would), a call gets no reply
+        (:meth:`_send` makes that a MessagingTimeout).
+        """
+        if not self.crashable:
+            fn(*args)
+            return False
+        import greenlet
+        glet = greenlet.greenlet(lambda: (fn(*args), False)[1])
+        self._threads.append((glet, host))
+        try:
+            return glet.switch()  # True: it died (crash)
+        finally:
+            self._threads.remove((glet, host))
+
+    def mark_casts(self) -> fixtures.Fixture:
+        """A fixture under which :meth:`_send` knows a cast from a call.
+
+        Nova's CastAsCall turns every cast into a call (the caller waits for
+        its callee): a callee that dies must leave a cast's sender carrying
+        on, and a call's waiting in vain. Each prepared call context gets a
+        ``cast`` of its own that says so before calling.
+        """
+        import oslo_messaging
+        prepare = oslo_messaging.RPCClient.prepare
+
+        def marked(client, *args, **kwargs):
+            cctxt = prepare(client, *args, **kwargs)
+            call = cctxt.call
+
+            def cast(*a, **k):
+                self.casting = True
+                try:
+                    return call(*a, **k)
+                finally:
+                    self.casting = False
+            cctxt.cast = cast
+            return cctxt
+        return fixtures.MonkeyPatch("oslo_messaging.RPCClient.prepare", marked)
+
+    def crash(self, host) -> None:
+        """``host``'s process dies here: the thread running its code stops for good.
+
+        Called on that thread; never returns. Its frames (and the locks they
+        hold) are kept as they are: no ``finally`` of Nova's runs, as none
+        would in a killed process. Messages to ``host`` wait for
+        :meth:`revive`.
+        """
+        import greenlet
+        here = greenlet.getcurrent()
+        mine = [g for g, h in self._threads if g is here and h == host]
+        if not mine:
+            raise HarnessError(f"cannot kill {host} here: this code does not run on a thread "
+                               f"of {host}'s (only an RPC callee's can be frozen)")
+        self.dead.setdefault(host, [])
+        self.frozen.append(here)
+        here.parent.switch(True)
+        raise HarnessError(f"a dead thread of {host} was resumed")  # pragma: no cover
+
+    def revive(self, host) -> None:
+        """``host`` runs again (a new incarnation listens): deliver what waited for it."""
+        for send in self.dead.pop(host, []):
+            send()
 
     @contextlib.contextmanager
     def hop(self):

@@ -19,7 +19,7 @@ from harness.execute.item import Item
 from harness.execute.record import PROVED_NOTHING, Problem, Record
 from harness.explore import injection
 from harness.oracles import known
-from harness.errors import UnknownChoice
+from harness.errors import UnknownChoice, UsageError
 from harness.explore import faults
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
@@ -89,12 +89,39 @@ def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
     targets = targets or targets_for(scen)
     chosen = points or union(traces)
     reached = {e: set(traces[e]) for e in endings}
-    return [Item(scen.name, p, t, e, mutation, window, fault) for p in chosen for t in targets
-            for e in endings if p in reached[e]]
+    if faults.is_restart(fault):  # killed before the endings part: no ending ever runs
+        shared = set(_common_prefix([traces[e] for e in endings]))
+        reached = {e: {p for p in reached[e] if p not in shared or e == endings[0]}
+                   for e in endings}
+    return [Item(scen.name, p, t, e, mutation, window, fault) for p in chosen
+            for t in _fault_targets(scen, p, targets, fault) for e in endings if p in reached[e]]
 
 
-def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW):
+def _common_prefix(traces: list) -> list:
+    """The points every trace reaches the same way before they part."""
+    out = []
+    for same in zip(*traces):
+        if len(set(same)) > 1:
+            break
+        out.append(same[0])
+    return out
+
+
+def _fault_targets(scen, point_id: str, targets, fault: str) -> list:
+    """The targets a fault can strike at a point: a periodic can run on any host; a
+    restart kills the host whose code makes the call (its thread is the one frozen)."""
+    if not faults.is_restart(fault) or scen.same_host:
+        return list(targets)
+    role = point_id.split(":", 1)[0]
+    return [t for t in targets if t == role]
+
+
+def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW,
+             fault=DEFAULT_FAULT):
     discovery.check_window(window)
+    if faults.is_restart(fault) and scen.operation.name != "resize":
+        raise UsageError(f"fault restart: swept on resize and cold-migration scenarios only, "
+                         f"not {scen.name} ({scen.operation.name})")
     for t in targets:
         if t not in targets_for(scen):
             raise UnknownChoice(f"target for {scen.name}", t, targets_for(scen))
@@ -114,7 +141,9 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
     """Run one item in a fresh environment and judge it (known findings applied strictly)."""
     scen = scenario_mod.load(item.scenario)
     inj = injection.Injection(item.point, item.target, item.fault, detail=detail)
-    run = runner.Run(scen, item.ending, converge_every=False, timeout=timeout)
+    # a restart freezes a thread of the one-thread cloud, in every mode (harness.explore.restart)
+    run = runner.Run(scen, item.ending, converge_every=False, timeout=timeout,
+                     one_thread=faults.is_restart(item.fault))
 
     class Instrument(fixtures.Fixture, runner.Hooks):
         """Nova broken first (if asked), then traced; the run's hooks are the injector's."""
@@ -126,6 +155,9 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
 
         def before_check(self, run, name):
             self.injector.before_check(run, name)
+
+        def after_crash(self, run, crash):
+            self.injector.after_crash(run, crash)
 
     started = time.monotonic()
     run.execute(lambda r: Instrument())
@@ -167,7 +199,7 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
                                 f"injection did not fire: point {item.point} was not reached"))
     else:
         reached = {cp.name for cp in result.checkpoints}
-        for host in inj.hosts:
+        for host in inj.hosts if not faults.is_restart(item.fault) else ():
             if f"after-injection@{host}" not in reached:
                 problems.append(Problem(
                     "missed-injection", f"injection did not fire on {host}: its periodic was "

@@ -155,7 +155,7 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
     """
 
     def __init__(self, run, sweep):
-        super().__init__(run, None, sweep.window)
+        super().__init__(run, None, sweep.window, sweep.fault)
         self.sweep = sweep
         self.ending_parent = None   # set in an ending-parent: the ending it runs
         self.past_verify = False    # the top parent's uninjected tail: nothing to branch

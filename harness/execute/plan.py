@@ -35,7 +35,7 @@ def plan(campaigns, points=(), mutation=None, discover=discovery.discover,
     rank = {scen.name: i for i, (scen, *_) in enumerate(campaigns)}
     planned.sort(key=lambda p: (rank[p[0].name], len(campaign.union(p[4]))))
     for scen, window, targets, endings, traces in planned:
-        campaign.validate(scen, traces, targets, endings, list(points), mutation, window)
+        campaign.validate(scen, traces, targets, endings, list(points), mutation, window, fault)
         union = campaign.union({e: traces[e] for e in endings})
         chosen = [p for p in union if p in points] if points else union
         mine = campaign.items(scen, traces, targets, endings, mutation, chosen, window, fault)

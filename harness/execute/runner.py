@@ -23,7 +23,7 @@ import fixtures
 
 from harness.oracles import checks, views
 from harness.cloud.inprocess import Cloud, deadline_guard
-from harness.errors import ScenarioFailed, UnknownChoice
+from harness.errors import HostCrashed, ScenarioFailed, UnknownChoice
 
 
 @dataclasses.dataclass
@@ -101,6 +101,12 @@ class Hooks:
     def at_end(self, run) -> None:
         """On every exit path, the cloud still up (a forked child reports and leaves here)."""
 
+    def after_crash(self, run, crash) -> None:
+        """A compute died mid-step (``crash``: :class:`harness.errors.HostCrashed`);
+        the steps cannot go on. The restart fault recovers here; nothing else
+        kills a host, so by default the run stops."""
+        raise crash
+
 
 class Run:
     """State of one run, handed to its instrument."""
@@ -125,6 +131,7 @@ class Run:
         self.ending_server = None  # the server whose ending runs now
         self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
         self.own_files = own_files  # each forked process sees its own instance files at one path
+        self.recovery = None  # the checkpoints planned instead, once a host died (restart fault)
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
@@ -133,6 +140,8 @@ class Run:
         process died) proved nothing past it: its item is an error, never a
         pass, whatever the checkpoints it did reach say.
         """
+        if self.recovery is not None:
+            return self.recovery
         return self.operation.planned(self.ending)
 
     # -- checking --------------------------------------------------------------
@@ -240,7 +249,10 @@ class Run:
         self.result.error, self.result.stopped_at = why, self.where
 
     def _steps(self):
-        self.operation.steps(self)
+        try:
+            self.operation.steps(self)
+        except HostCrashed as crash:
+            self.hooks.after_crash(self, crash)
 
 
 def _first_line(exc: BaseException) -> str:

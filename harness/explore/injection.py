@@ -22,7 +22,7 @@ import dataclasses
 import fixtures
 
 from harness.execute.runner import Hooks
-from harness.explore import faults, split
+from harness.explore import faults, restart, split
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
 from harness.oracles import checks, views
@@ -53,10 +53,12 @@ class Injector(fixtures.Fixture, Hooks):
     """
 
     def __init__(self, run, injection: Injection | None = None,
-                 window: str = DEFAULT_WINDOW):
+                 window: str = DEFAULT_WINDOW, fault: str | None = None):
         super().__init__()
         self.run, self.injection = run, injection
         self.window = window
+        # the fault this process (or, forking, its children) injects
+        self.fault = fault or (injection.fault if injection else DEFAULT_FAULT)
         self.paused: dict = {}  # host -> [Split, how, snapshot before, calls left]: stopped inside
 
     def _setUp(self):
@@ -67,6 +69,11 @@ class Injector(fixtures.Fixture, Hooks):
             self.run.cloud.one_thread.isolate(self.tracer._local)
         self.pause_hook = self.useFixture(split.PauseHook())
         self.addCleanup(self._abandon)
+        if faults.is_restart(self.fault):
+            restart.install(self)
+
+    def after_crash(self, run, crash):
+        restart.recover(run, crash)
 
     def before_check(self, run, name):
         self._resume_all(f"checkpoint {name}")
@@ -77,6 +84,8 @@ class Injector(fixtures.Fixture, Hooks):
         inj = self.injection
         if inj is None or point.id != inj.point_id:
             return
+        if faults.is_restart(inj.fault):
+            restart.kill(self, point)  # never returns: the thread here is the dead host's
         inj.hosts = list(dict.fromkeys(self.tracer.host_of_role(r)
                                        for r in _TARGET_ROLES[inj.target]))
         for host in inj.hosts:

@@ -181,6 +181,7 @@ class Tracer(fixtures.Fixture):
         self.before_acquire: dict = {}  # lock name -> callback, run (once) before it is asked for
         self._counts = collections.Counter()
         self._local = threading.local()
+        self.incarnations: dict | None = None  # host -> restarts so far (restart fault: locks per process)
 
     # -- instrumentation -------------------------------------------------------
     def _setUp(self):
@@ -230,11 +231,15 @@ class Tracer(fixtures.Fixture):
         def lock(name, *args, **kwargs):
             frame = sys._getframe(1)
             host = current_host(frame)
+            label = f"lock.{_UUID.sub('<uuid>', name.split('@')[0])}"
             if name in PER_HOST_LOCKS and host:
                 name = f"{name}@{host}"  # one nova-compute process per host
+            if tracer.incarnations is not None and host:
+                # every lock is its process's: a new incarnation of a host (or another
+                # host) never waits for a lock a dead one's frozen thread holds
+                name = f"{name}#{host}.{tracer.incarnations.get(host, 0)}"
             if tracer.open:
-                tracer.call("lock", f"lock.{_UUID.sub('<uuid>', name.split('@')[0])}",
-                            lambda: None, (), {}, frame)
+                tracer.call("lock", label, lambda: None, (), {}, frame)
             first = tracer.before_acquire.pop(name, None)
             if first is not None:  # a periodic paused holding it finishes first
                 first()

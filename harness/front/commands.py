@@ -56,18 +56,23 @@ def cmd_replay(args) -> int:
     item = Item.parse(args.id)
     scen = scenario.load(item.scenario)
     known.load()
-    campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window)
+    campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window,
+                      item.fault)
+    from harness.cloud import nova_support
+    from harness.explore import faults
     console.load(args)
+    faults.check_backend(item.fault, nova_support.current_backend())
     traces = discovery.discover(scen, item.window, endings=[item.ending])
     campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
-                      [item.point], item.mutation, item.window)
+                      [item.point], item.mutation, item.window, item.fault)
     result = campaign.run_item(item, traces, detail=True)
     at = result.trace.index(item.point) if item.point in result.trace else -1
     print(f"item {item.id}", file=console.OUT)
     print("calls around the point:", file=console.OUT)
     for i in range(max(0, at - 4), min(len(result.trace), at + 5)):
         print(f"  {'>>' if i == at else '  '} {i + 1:3}. {result.trace[i]}", file=console.OUT)
-    print(f"periodic injected on: {', '.join(result.fired) or 'nowhere (point not reached)'}", file=console.OUT)
+    print(f"{'fault' if faults.is_restart(item.fault) else 'periodic injected on'}: "
+          f"{', '.join(result.fired) or 'nowhere (point not reached)'}", file=console.OUT)
     for host, rows in result.changes.items():
         print(f"what the periodic changed on {host}'s watch:", file=console.OUT)
         for path, before, after in rows or [("(nothing)", "", "")]:

@@ -52,6 +52,9 @@ def cmd_run(args) -> int:
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
     info = console.load(args)
+    from harness.cloud import nova_support
+    from harness.explore import faults
+    faults.check_backend(args.fault, nova_support.current_backend())
     started = time.monotonic()
     planned = plan.plan(todo, args.point or (), args.mutate, fault=args.fault)
     for line in planned.lines:

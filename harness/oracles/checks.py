@@ -237,6 +237,8 @@ def liveness(ctx) -> list:
     from harness.oracles import views
     out = []
     for name, (status, migration_status) in sorted(ctx.phase.status.items()):
+        if status == "ANY":
+            continue
         if status == "DELETED":
             _cmp(out, "liveness", f"server {name} deleted", True, ctx.cloud.gone(name))
             continue
@@ -252,6 +254,18 @@ def liveness(ctx) -> list:
             _cmp(out, "liveness", f"migration of {name} status", migration_status,
                  migration.status if migration else None)
     return out
+
+
+@check("recovery")
+def recovered(ctx) -> list:
+    """After a compute died and restarted, no move is left half-done (1836369's
+    shape): a server not at VERIFY_RESIZE keeps no task state, migration
+    context or migration in progress."""
+    if not getattr(ctx.phase, "recovered", False):
+        return []
+    from harness.explore import restart
+    return [Finding("recovery", f"server {server} {what} after the restart", None, seen)
+            for server, what, seen in restart.left_behind(ctx.cloud)]
 
 
 @check("logs")

@@ -16,6 +16,7 @@ import re
 import tomllib
 
 from harness.errors import InvalidScenario
+from harness.explore import faults
 from harness.scenario import SCENARIO_DIR
 from harness.explore.tracer import DEFAULT_WINDOW
 
@@ -58,7 +59,9 @@ class Entry:
     klass: str
     reason: str
     bug: str
-    fault: str = "*"  # which faults' items it covers (a glob; default: every fault)
+    # which faults' items it covers (a glob; the default "*": every fault that injects the
+    # periodic -- a restart item runs another script, so only an entry naming it covers it)
+    fault: str = "*"
 
     def covers_scenario(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, s) for s in self.scenarios)
@@ -69,7 +72,8 @@ class Entry:
                 and item.target in self.targets and item.ending in self.endings
                 and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
                 and fnmatch.fnmatchcase(item.window, self.window)
-                and fnmatch.fnmatchcase(item.fault, self.fault))
+                and fnmatch.fnmatchcase(item.fault, self.fault)
+                and (self.fault != "*" or not faults.is_restart(item.fault)))
 
     def covering(self, checkpoint: str, finding):
         """Index of the expectation that covers this finding, or None.

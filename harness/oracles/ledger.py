@@ -60,7 +60,8 @@ class Phase:
 
     ``status``: server -> (server status, migration status or None); a server
     status of None means "anything but ERROR" (mid-operation), "DELETED"
-    means the API must no longer know the server. ``holdings`` None: the
+    means the API must no longer know the server, "ANY" anything at all (a
+    crash may leave ERROR; the accounting must still match). ``holdings`` None: the
     phase is a step between two settled phases; then each host must hold
     exactly what one of ``between`` says it holds (the step has done its
     work there or not yet), and placement exactly one of theirs.
@@ -70,6 +71,7 @@ class Phase:
     holdings: tuple | None
     status: dict
     between: tuple = ()  # (Phase, Phase): the settled phases around a step
+    recovered: bool = False  # after a host died and restarted: nothing of a move may be left
 
     def held(self, host: str) -> HostUsage:
         return HostUsage.of([h.flavor for h in self.holdings if h.host == host])

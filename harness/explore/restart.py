@@ -1,0 +1,129 @@
+"""The restart fault: a compute dies at a yield point and a new one starts on its host.
+
+At the point, the compute whose code makes the call dies: the thread
+running that code is frozen for good (no ``finally`` of Nova's runs, as
+none would in a killed process; the locks it holds stay held by a process
+that is gone), its RPC server stops; its guests run on. The callers of
+its RPC carry on as production's would (a cast was delivered; a call
+gets no reply). Whatever waits for the move gives up (the cloud's waits
+raise :class:`harness.errors.HostCrashed`), and the run recovers: a new
+ComputeManager on the same fake host (its ``init_host`` and start-up
+periodic run; casts that waited in the queue are delivered), then
+
+* ``after-restart``: every view against the ledger that follows from the
+  database as the recovery left it (a migration still in progress: both
+  hosts hold it, the source the old flavor for the migration, the
+  destination the new one for the instance; otherwise the instance holds
+  its flavor where it lives), and the recovery itself: a server not at
+  VERIFY_RESIZE keeps no migration context, no migration in progress and
+  no task state (1836369: the move was abandoned half-way);
+* ``after-delete``: every server deleted, nothing held anywhere, no
+  allocation left (an orphan shows here).
+
+Locks are per process: with this fault on, every lock a compute takes is
+named for its host and incarnation (:attr:`Tracer.incarnations`), so no
+one waits for the dead thread's. The callee threads a crash can freeze are
+greenlets of the one-thread cloud (:mod:`harness.cloud.one_thread`): the
+fault needs it in every mode (fork, fresh, replay) and the threads backend.
+"""
+from __future__ import annotations
+
+from harness.errors import HarnessError
+from harness.oracles.ledger import Holding, Phase
+
+#: the checkpoints a run plans once a host died
+PLANNED = ["after-boot", "after-restart", "after-delete"]
+#: migration statuses Nova's resource tracker no longer counts (its in-progress query's complement)
+OVER = ("confirmed", "reverted", "failed", "completed", "cancelled", "done", "error")
+
+
+def install(injector) -> None:
+    """Make the run's compute threads freezable and its locks per process."""
+    from harness.cloud import nova_support
+    cloud = injector.run.cloud
+    if not cloud.one_thread or nova_support.current_backend() != "threads":
+        raise HarnessError("the restart fault needs the one-thread cloud (the threads "
+                           "backend: Nova 34's default)")
+    cloud.one_thread.crashable = True
+    injector.useFixture(cloud.one_thread.mark_casts())
+    injector.tracer.incarnations = {}
+
+
+def kill(injector, point) -> None:
+    """The host whose code makes the call at ``point`` dies here (never returns)."""
+    tracer, inj, run = injector.tracer, injector.injection, injector.run
+    host = tracer.host_of_role(point.role)
+    inj.hosts = [host]
+    inj.fired_at.append(f"{host} (killed, restarted)")
+    run.recovery = list(PLANNED)
+    tracer.open, tracer.closed = False, True  # what follows is the recovery's, not the trace's
+    tracer.incarnations[host] = tracer.incarnations.get(host, 0) + 1
+    run.where = f"killing {host} at {point.id}"
+    run.cloud.kill(host)
+
+
+def recover(run, crash) -> None:
+    """Restart the dead host, check, bring back any other stopped host, delete all, check."""
+    cloud = run.cloud
+    run.where = f"restarting {crash.host}"
+    cloud.restart_dead(crash.host)
+    for host in sorted(cloud.down):  # a fenced host comes back too: nothing else ends its move
+        run.where = f"restarting {host}"
+        cloud.restart(host)
+    run.checkpoint("after-restart", run.quietly(lambda: recovered_phase(run)), exact_cells=False,
+                   converge=True)
+    for boot in run.scenario.boots:
+        run.where = f"delete {boot.server}"
+        cloud.delete(boot.server)
+    run.checkpoint("after-delete", run.ledger("after-delete"), converge=True)
+
+
+def recovered_phase(run) -> Phase:
+    """What each host should hold, from the database as the recovery left it.
+
+    Read from the instance and its latest migration, never from the
+    resource tracker; each server's status may be anything (a crash may
+    leave ERROR; the accounting must still match).
+    """
+    from nova import context, objects
+    from harness.oracles import views
+    flavors = run.scenario.flavors
+    ctx = context.get_admin_context()
+    holdings, status = [], {}
+    for server, uuid in sorted(run.cloud.servers.items()):
+        inst = objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=["flavor"])
+        migration = views.latest_migration(run.cloud, server)
+        status[server] = ("ANY", None)
+        if migration is not None and migration.status not in OVER:
+            old = flavors[(inst.old_flavor or inst.flavor).name]
+            new = flavors[(inst.new_flavor or inst.flavor).name]
+            holdings += [Holding(migration.source_compute, server, "migration", old,
+                                 running=False, topology="old"),
+                         Holding(migration.dest_compute, server, "instance", new,
+                                 running=False, topology="new")]
+        else:
+            holdings.append(Holding(inst.host, server, "instance", flavors[inst.flavor.name]))
+    return Phase("after-restart", tuple(holdings), status, recovered=True)
+
+
+def left_behind(cloud) -> list:
+    """``(server, what, seen)`` for what a recovered move left: a server not at
+    VERIFY_RESIZE keeps no task state, no migration context, no migration in progress."""
+    from nova import context, objects
+    from nova.compute import vm_states
+    from harness.oracles import views
+    ctx = context.get_admin_context()
+    out = []
+    for server, uuid in sorted(cloud.servers.items()):
+        inst = objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=["migration_context"])
+        if inst.vm_state == vm_states.RESIZED:  # the move waits for its ending: it may
+            continue
+        migration = views.latest_migration(cloud, server)
+        if inst.task_state is not None:
+            out.append((server, "task_state", inst.task_state))
+        if inst.migration_context is not None:
+            out.append((server, "migration context", f"set (migration "
+                        f"{inst.migration_context.migration_id})"))
+        if migration is not None and migration.status not in OVER:
+            out.append((server, "migration status", migration.status))
+    return out
