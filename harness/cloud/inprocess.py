@@ -159,6 +159,8 @@ class Cloud(fixtures.Fixture):
             env.setUp()
         finally:
             self.addCleanup(env.doCleanups)
+        if self.one_thread:  # before the cloud goes: a killed compute's frozen thread
+            self.addCleanup(self.one_thread.bury)
         self.env = env
         if self.files_at:  # a process that forks: its children see their own files there
             from nova import conf
@@ -445,7 +447,10 @@ class Cloud(fixtures.Fixture):
         with fixtures.MonkeyPatch(
                 "nova.objects.MigrationList._db_migration_get_unconfirmed_by_dest_compute",
                 _after_confirm_window(query)):
-            self.compute(host).manager._poll_unconfirmed_resizes(context.get_admin_context())
+            # as the periodic's own thread (a restart fault may kill it there)
+            self.one_thread.as_thread_of(host, self.compute(host).manager._poll_unconfirmed_resizes,
+                                         context.get_admin_context()) if self.one_thread else \
+                self.compute(host).manager._poll_unconfirmed_resizes(context.get_admin_context())
         return self.wait_for(name, ("ACTIVE",), f"auto-confirm {name}")
 
     def delete(self, name: str) -> None:

@@ -255,6 +255,19 @@ class OneThread(fixtures.Fixture):
         here.parent.switch(True)
         raise HarnessError(f"a dead thread of {host} was resumed")  # pragma: no cover
 
+    def bury(self) -> None:
+        """Unwind the dead threads once the run is over and judged, before the cloud
+        goes (a process that runs more items -- a fresh-mode worker -- must not keep
+        every dead cloud, nor have the collector unwind them later, inside another item)."""
+        state = thread_state(self._locals)
+        while self.frozen:
+            glet = self.frozen.pop()
+            try:
+                glet.throw()
+            except BaseException:  # noqa: S110 - whatever a dead process's finally blocks say
+                pass
+        restore_thread_state(state)
+
     def revive(self, host) -> None:
         """``host`` runs again (a new incarnation listens): deliver what waited for it."""
         for send in self.dead.pop(host, []):

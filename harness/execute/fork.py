@@ -108,10 +108,7 @@ class ForkSweep:
                         "why": parent.first_problem()})
         for item in self.items.values():  # no result: say why
             if item.id not in self.records:
-                why = (self.brancher.refused
-                       or self.brancher.dead.get((item.point, item.target, item.ending))
-                       or self.brancher.dead.get((item.point, item.target))
-                       or self.brancher.dead.get(("ending", item.ending)))
+                why = self.why_lost(item) or self.brancher.dead.get(("ending", item.ending))
                 if why is None and not parent.passed:
                     why = f"the uninjected parent run failed: {self.parent['why']}"
                 elif why is None:
@@ -119,6 +116,19 @@ class ForkSweep:
                            else f"point {item.point} was not reached")
                 self._record(Record.error(item, why))
         return [self.records[i] for i in self.items]
+
+    def why_lost(self, item) -> str | None:
+        """Why this process's brancher got no result for ``item`` (None: it knows of nothing)."""
+        brancher = self.brancher
+        return (brancher.refused or brancher.dead.get((item.point, item.target, item.ending))
+                or brancher.dead.get((item.point, item.target)))
+
+    def write(self, record) -> None:
+        """Leave ``record`` where the top parent collects it (atomically)."""
+        path = self._path(record.item)
+        with open(path + ".tmp", "w") as fh:
+            json.dump(record.to_json(), fh)
+        os.replace(path + ".tmp", path)
 
     def _record(self, record):
         self.records[record.item.id] = record
@@ -145,7 +155,7 @@ class ForkSweep:
         return [i for i in self.items.values() if i.point not in self.reached]
 
 
-class _BranchingInjector(injection.Injector, runner.Hooks):
+class _BranchingInjector(injection.Injector):
     """An Injector that forks at wanted points instead of injecting in place.
 
     Where a process stands decides what the run's hooks do: the uninjected
@@ -189,15 +199,10 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
         Only this process knows why its children failed or why it could not
         fork; the top parent would see just a missing result.
         """
-        brancher = self.sweep.brancher
         for item in self.sweep.items_at_ending(ending):
-            why = (brancher.refused or brancher.dead.get((item.point, item.target, item.ending))
-                   or brancher.dead.get((item.point, item.target)))
-            path = self.sweep._path(item)
-            if why and not os.path.exists(path):
-                with open(path + ".tmp", "w") as fh:
-                    json.dump(Record.error(item, why).to_json(), fh)
-                os.replace(path + ".tmp", path)
+            why = self.sweep.why_lost(item)
+            if why and not os.path.exists(self.sweep._path(item)):
+                self.sweep.write(Record.error(item, why))
 
     def _on_point(self, point):
         if self.injection is not None:          # a child: behave as a plain injector
@@ -269,12 +274,8 @@ class _BranchingInjector(injection.Injector, runner.Hooks):
                 run.ending = ending
                 item = Item(self.sweep.scen.name, point.id, target, ending,
                             self.sweep.mutation, self.sweep.window, self.sweep.fault)
-                result = campaign.judge(item, run, self.injection, self.sweep.traces, None,
-                                        started)
-                path = self.sweep._path(item)
-                with open(path + ".tmp", "w") as fh:
-                    json.dump(result.to_json(), fh)
-                os.replace(path + ".tmp", path)
+                self.sweep.write(campaign.judge(item, run, self.injection, self.sweep.traces,
+                                                None, started))
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             code = 0
         finally:

@@ -11,10 +11,11 @@ ComputeManager on the same fake host (its ``init_host`` and start-up
 periodic run; casts that waited in the queue are delivered), then
 
 * ``after-restart``: every view against the ledger that follows from the
-  database as the recovery left it (a migration still in progress: both
-  hosts hold it, the source the old flavor for the migration, the
-  destination the new one for the instance; otherwise the instance holds
-  its flavor where it lives), and the recovery itself: a server not at
+  database as the recovery left it (a move Nova still has in flight -- a
+  task state or VERIFY_RESIZE, its migration in progress: both hosts hold
+  it, the source the old flavor for the migration, the destination the new
+  one for the instance; a server at rest holds its flavor where it lives,
+  and nothing anywhere else), and the recovery itself: a server not at
   VERIFY_RESIZE keeps no migration context, no migration in progress and
   no task state (1836369: the move was abandoned half-way);
 * ``after-delete``: every server deleted, nothing held anywhere, no
@@ -86,6 +87,7 @@ def recovered_phase(run) -> Phase:
     leave ERROR; the accounting must still match).
     """
     from nova import context, objects
+    from nova.compute import vm_states
     from harness.oracles import views
     flavors = run.scenario.flavors
     ctx = context.get_admin_context()
@@ -94,13 +96,22 @@ def recovered_phase(run) -> Phase:
         inst = objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=["flavor"])
         migration = views.latest_migration(run.cloud, server)
         status[server] = ("ANY", None)
-        if migration is not None and migration.status not in OVER:
-            old = flavors[(inst.old_flavor or inst.flavor).name]
-            new = flavors[(inst.new_flavor or inst.flavor).name]
+        # a move Nova still calls in flight (a task state, or waiting at VERIFY_RESIZE):
+        # both hosts hold it; a server at rest holds its flavor where it lives, only
+        moving = (migration is not None and migration.status not in OVER
+                  and (inst.task_state is not None or inst.vm_state == vm_states.RESIZED))
+        if moving:
+            # the migration's own record of the two flavors (the instance stores the
+            # new one only once the destination's claim has run)
+            old = flavors[objects.Flavor.get_by_id(ctx, migration.old_instance_type_id).name]
+            new = flavors[objects.Flavor.get_by_id(ctx, migration.new_instance_type_id).name]
+            # killed before the destination's claim named it: the scheduler's pick holds
+            # the instance's allocation (and nothing else may)
+            dest = migration.dest_compute or (run.tracer.hosts.get("dest") if run.tracer
+                                              and server == run.scenario.subject.server else None)
             holdings += [Holding(migration.source_compute, server, "migration", old,
                                  running=False, topology="old"),
-                         Holding(migration.dest_compute, server, "instance", new,
-                                 running=False, topology="new")]
+                         Holding(dest, server, "instance", new, running=False, topology="new")]
         else:
             holdings.append(Holding(inst.host, server, "instance", flavors[inst.flavor.name]))
     return Phase("after-restart", tuple(holdings), status, recovered=True)
