@@ -85,4 +85,4 @@ def test_a_source_killed_while_sending_leaves_the_move_half_done_in_fork_and_fre
                    for f in findings), findings
         seen[mode] = (item["verdict"], sorted(findings))
     assert seen["fork"] == seen["fresh"]
-    assert seen["fork"][0] in ("known", "fail")
+    assert seen["fork"][0] == "known"  # the reviewed entries (1836369), value for value
