@@ -46,7 +46,7 @@ def test_a_restart_kills_the_host_whose_code_runs_once_per_point_before_the_endi
 
 
 @pytest.mark.parametrize("args, says", [
-    (("evacuate",), "fault restart: swept on resize and cold-migration scenarios only"),
+    (("live-migration",), "fault restart: swept on resize, cold-migration and evacuate scenarios only"),
     (("pinned-hugepages", "--backend", "eventlet"), "fault restart needs the threads backend"),
 ])
 def test_restart_is_refused_in_one_line_where_it_cannot_run(args, says):

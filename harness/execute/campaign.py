@@ -24,6 +24,10 @@ from harness.explore import faults
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
+#: the operations the restart fault is swept on (its recovery ledger knows their moves)
+RESTARTABLE = ("resize", "evacuate")
+
+
 def trace_key(scenario: str, window: str) -> str:
     """Key of one scenario+window's traces in the ``{key: traces}`` maps executors pass."""
     return f"{scenario}|{window}"
@@ -119,9 +123,9 @@ def _fault_targets(scen, point_id: str, targets, fault: str) -> list:
 def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW,
              fault=DEFAULT_FAULT):
     discovery.check_window(window)
-    if faults.is_restart(fault) and scen.operation.name != "resize":
-        raise UsageError(f"fault restart: swept on resize and cold-migration scenarios only, "
-                         f"not {scen.name} ({scen.operation.name})")
+    if faults.is_restart(fault) and scen.operation.name not in RESTARTABLE:
+        raise UsageError(f"fault restart: swept on resize, cold-migration and evacuate "
+                         f"scenarios only, not {scen.name} ({scen.operation.name})")
     for t in targets:
         if t not in targets_for(scen):
             raise UnknownChoice(f"target for {scen.name}", t, targets_for(scen))

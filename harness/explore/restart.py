@@ -109,7 +109,14 @@ def recovered_phase(run) -> Phase:
         # both hosts hold it; a server at rest holds its flavor where it lives, only
         moving = (migration is not None and migration.status not in OVER
                   and (inst.task_state is not None or inst.vm_state == vm_states.RESIZED))
-        if moving:
+        if moving and migration.migration_type == "evacuation":
+            # placement holds the instance on both hosts; the down source's guest is fenced
+            flavor = flavors[inst.flavor.name]
+            holdings += [Holding(migration.source_compute, server, "instance", flavor,
+                                 running=False, topology="old"),
+                         Holding(migration.dest_compute or inst.host, server, "instance", flavor,
+                                 topology="new")]
+        elif moving:
             # the migration's own record of the two flavors (the instance stores the
             # new one only once the destination's claim has run)
             old = flavors[objects.Flavor.get_by_id(ctx, migration.old_instance_type_id).name]
