@@ -176,7 +176,10 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, ending
              "--window", window, *(a for e in missing for a in ("--ending", e))],
             capture_output=True, text=True, timeout=900,
             env=dict(os.environ, PYTHONWARNINGS="ignore"))
-        if proc.returncode != 0 or not all(os.path.exists(p) for p in paths):
+        if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise UsageError(f"discovery of {scen.name} failed: {last}")
+        if not all(os.path.exists(p) for p in paths):  # it cached under another key
+            raise UsageError(f"discovery of {scen.name} ran but cached under another key: "
+                             "were Nova, fake_driver or the harness edited meanwhile?")
     return _traces(scen, window, paths)
