@@ -87,6 +87,8 @@ def build_parser():
                     help="with --json: run only the items that report has not judged yet "
                     "(one stopped part-way), and keep the rest")
     sp.add_argument("--junit", help="write a JUnit XML report here")
+    sp.add_argument("--html", help="write a self-contained HTML report here (the grid, and a "
+                    "timeline per failing or known item; the JUnit report links to it)")
     sp.add_argument("--list", action="store_true",
                     help="print the ids of the items the run would sweep, and run none")
     sp.add_argument("--backend", **backend)
@@ -110,6 +112,11 @@ def build_parser():
     sp.add_argument("--json", required=True, help="write the merged JSON report here")
     sp.add_argument("--junit", help="write the merged JUnit XML report here")
     sp.set_defaults(fn=commands.cmd_merge)
+    sp = sub.add_parser("html", help="render a JSON report (run --json, merge, rejudge --json) "
+                        "as a self-contained HTML page")
+    sp.add_argument("report", help="a JSON report")
+    sp.add_argument("--out", help="where to write it (default: the report's name, .html)")
+    sp.set_defaults(fn=commands.cmd_html)
     sp = sub.add_parser("known", help="check that every known-findings entry still "
                         "reproduces, on one sampled item each")
     sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")

@@ -307,3 +307,23 @@ def cmd_baseline(args) -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MiB", file=console.OUT)
     return worst
+
+
+def cmd_html(args) -> int:
+    """A stored JSON report as a self-contained HTML page; runs nothing."""
+    import json
+
+    from harness.front import html, report
+    if not os.path.isfile(args.report):
+        raise UsageError(f"report {args.report} does not exist")
+    try:
+        with open(args.report) as fh:
+            data = json.load(fh)
+        page = html.render(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.report} is not a nova-chaos JSON report ({type(exc).__name__}: "
+                         f"{exc})") from None
+    out = args.out or os.path.splitext(args.report)[0] + ".html"
+    report.atomic_write(out, page)
+    print(f"HTML report: {os.path.abspath(out)}", file=console.OUT)
+    return EXIT_OK

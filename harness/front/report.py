@@ -249,17 +249,21 @@ def to_json(results, meta: dict) -> str:
     return json.dumps({"meta": meta, "items": [r.to_json() for r in results]}, indent=2)
 
 
-def to_junit(results, suite: str) -> str:
+def to_junit(results, suite: str, html: str | None = None) -> str:
+    """JUnit XML; with ``html`` (the HTML report's path), each failing or known
+    case says where its timeline is (``PATH#item-...``)."""
+    from harness.front.html import anchor
     root = ET.Element("testsuite", name=suite, tests=str(len(results)),
                       failures=str(sum(r.verdict == "fail" for r in results)),
                       errors=str(sum(r.verdict == "error" for r in results)))
     for r in results:
         case = ET.SubElement(root, "testcase", classname=suite, name=r.item.id,
                              time=f"{r.seconds:.3f}")
+        link = f"\ndetails: {os.path.basename(html)}#{anchor(r.item.id)}" if html else ""
         if r.verdict in ("fail", "error"):
             tag = "failure" if r.verdict == "fail" else "error"
             el = ET.SubElement(case, tag, message=str((r.problems or ["?"])[0])[:200])
-            el.text = failure_text(r)
+            el.text = failure_text(r) + link
         elif r.known:
-            ET.SubElement(case, "system-out").text = "\n".join(r.known)
+            ET.SubElement(case, "system-out").text = "\n".join(r.known) + link
     return ET.tostring(root, encoding="unicode")

@@ -1,6 +1,7 @@
 """``nova-chaos run``: plan a campaign, sweep it, report (table, JSON, JUnit), resume."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -124,8 +125,13 @@ def cmd_run(args) -> int:
     if args.json:
         report.atomic_write(args.json, report.to_json(results, meta))
         print(f"JSON report: {os.path.abspath(args.json)}", file=console.OUT)
+    if args.html:
+        from harness.front import html
+        report.atomic_write(args.html, html.render(json.loads(report.to_json(results, meta))))
+        print(f"HTML report: {os.path.abspath(args.html)}", file=console.OUT)
     if args.junit:
-        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{args.scenario}"))
+        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{args.scenario}",
+                                                        html=args.html))
         print(f"JUnit report: {os.path.abspath(args.junit)}", file=console.OUT)
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
           f"wall); {len(failed)} failed", file=console.OUT)
