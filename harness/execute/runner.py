@@ -249,10 +249,13 @@ class Run:
         self.result.error, self.result.stopped_at = why, self.where
 
     def _steps(self):
+        crashed = None
         try:
             self.operation.steps(self)
         except HostCrashed as crash:
-            self.hooks.after_crash(self, crash)
+            crashed = crash
+        if crashed is not None:  # outside the handler: nothing Nova raises now chains to it
+            self.hooks.after_crash(self, crashed)
 
 
 def _first_line(exc: BaseException) -> str:
