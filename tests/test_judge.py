@@ -111,3 +111,27 @@ def test_a_split_item_whose_periodic_never_stopped_inside_itself_proves_nothing_
                                     "its reads: host-b (now, never stopped inside)")]
     inj.fired_at = fired[:1] + ["host-b (now, split: resumed at checkpoint verify-resize)"]
     assert campaign.judge(split_item, run, inj, {"confirm": TRACE}, [], 0.0).verdict == "pass"
+
+
+def test_a_killed_host_plans_its_recovery_instead_of_the_ending():
+    """A restart item must reach after-restart and after-delete (not the ending's
+    checkpoints, which no run after a kill has); short of them it is an error."""
+    from harness.explore import restart
+    item = Item("pinned-hugepages", "source:X.y>Instance.save#1", "source", "confirm",
+                fault="restart")
+
+    def killed(checkpoints):
+        result = runner.RunResult("pinned-hugepages", "confirm",
+                                  [runner.Checkpoint(n, []) for n in checkpoints])
+        run = runner.Run.__new__(runner.Run)
+        run.ending, run.result, run.where = "confirm", result, "delete vm1"
+        run.operation, run.recovery = RESIZE, list(restart.PLANNED)
+        run.tracer = types.SimpleNamespace(points=[types.SimpleNamespace(id=p) for p in TRACE])
+        inj = injection.Injection(item.point, item.target, "restart", hosts=["host-a"],
+                                  fired_at=["host-a (killed, restarted)"])
+        return campaign.judge(item, run, inj, {"confirm": TRACE}, [], 0.0)
+
+    assert killed(["after-boot", "after-restart", "after-delete"]).verdict == "pass"
+    short = killed(["after-boot", "after-restart"])
+    assert short.verdict == "error"
+    assert "never reached checkpoint after-delete" in short.problems[0].text

@@ -111,6 +111,8 @@ class Hooks:
 class Run:
     """State of one run, handed to its instrument."""
 
+    recovery = None  # the checkpoints planned instead, once a host died (restart fault)
+
     def __init__(self, scenario, ending, converge_every=True, timeout=180.0, one_thread=False,
                  own_files=False):
         if ending not in scenario.endings:
@@ -131,7 +133,6 @@ class Run:
         self.ending_server = None  # the server whose ending runs now
         self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
         self.own_files = own_files  # each forked process sees its own instance files at one path
-        self.recovery = None  # the checkpoints planned instead, once a host died (restart fault)
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
