@@ -78,6 +78,8 @@ def recover(run, crash) -> None:
     refused = []
     for boot in run.scenario.boots:
         run.where = f"delete {boot.server}"
+        if cloud.gone(boot.server):  # deleted before the kill surfaced
+            continue
         try:
             cloud.delete(boot.server)
         except ScenarioFailed as exc:  # Nova's answer after a crash is evidence, not the end
@@ -102,9 +104,11 @@ def recovered_phase(run) -> Phase:
     ctx = context.get_admin_context()
     holdings, status = [], {}
     for server, uuid in sorted(run.cloud.servers.items()):
-        inst = objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=["flavor"])
-        migration = views.latest_migration(run.cloud, server)
         status[server] = ("ANY", None)
+        inst = _instance(ctx, uuid, ["flavor"])
+        if inst is None:  # deleted before the kill surfaced (a kill in the deletes): nothing held
+            continue
+        migration = views.latest_migration(run.cloud, server)
         # a move Nova still calls in flight (a task state, or waiting at VERIFY_RESIZE):
         # both hosts hold it; a server at rest holds its flavor where it lives, only
         moving = (migration is not None and migration.status not in OVER
@@ -133,17 +137,26 @@ def recovered_phase(run) -> Phase:
     return Phase("after-restart", tuple(holdings), status, recovered=True)
 
 
+def _instance(ctx, uuid, attrs):
+    """The instance as the database has it, or None once deleted."""
+    from nova import exception, objects
+    try:
+        return objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=attrs)
+    except exception.InstanceNotFound:
+        return None
+
+
 def left_behind(cloud) -> list:
     """``(server, what, seen)`` for what a recovered move left: a server not at
     VERIFY_RESIZE keeps no task state, no migration context, no migration in progress."""
-    from nova import context, objects
+    from nova import context
     from nova.compute import vm_states
     from harness.oracles import views
     ctx = context.get_admin_context()
     out = []
     for server, uuid in sorted(cloud.servers.items()):
-        inst = objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=["migration_context"])
-        if inst.vm_state == vm_states.RESIZED:  # the move waits for its ending: it may
+        inst = _instance(ctx, uuid, ["migration_context"])
+        if inst is None or inst.vm_state == vm_states.RESIZED:  # gone, or at VERIFY_RESIZE
             continue
         migration = views.latest_migration(cloud, server)
         if inst.task_state is not None:
