@@ -136,6 +136,8 @@ class Cloud(fixtures.Fixture):
     :ivar servers: scenario server name -> server uuid
     """
 
+    crashed: tuple | list = ()  # hosts whose compute died (the restart fault), not restarted yet
+
     def __init__(self, scenario, timeout: float = 60.0, one_thread: bool = False,
                  files_at: str | None = None):
         super().__init__()
@@ -198,7 +200,7 @@ class Cloud(fixtures.Fixture):
         # helper drops both from its maps while the new service starts
         self.providers = dict(env.compute_rp_uuids)
         self.down: set = set()  # hosts whose compute is stopped (evacuate's fenced source)
-        self.crashed: list = []  # hosts whose compute died (the restart fault), not restarted yet
+        self.crashed = []
         self.flavor_ids = {}
         for name, flavor in sorted(self.scenario.flavors.items()):
             self.flavor_ids[name] = env._create_flavor(
