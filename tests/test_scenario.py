@@ -150,6 +150,9 @@ def test_the_value_of_a_log_finding_is_the_exception_it_names():
     moved = _finding("convergence", "periodic changed rt host-b vcpus_used", 2, 4)
     assert known.value_of(moved) == "2 -> 4"
     assert known.value_of(_finding("rt", "host-a hugepages used", {}, {2048: 512})) == "{2048: 512}"
+    # what the convergence periodic logged is a log finding too: its times are not its value
+    logged = _finding("convergence", "log lines matching 'Error updating'", [], logs.seen)
+    assert known.value_of(logged) == "CPUPinningUnknown"
 
 
 LIVE = scenario.available()["live-migration"]

@@ -118,12 +118,14 @@ def value_of(finding) -> str:
     """What a finding saw, as a known-findings entry names it.
 
     ``repr(seen)``; for a convergence finding ``repr(before) -> repr(after)``
-    (the damage is the before); for a log finding the exceptions its lines
+    (the damage is the before); for a log finding (also one the convergence
+    periodic logged) the exceptions its lines
     end in (``CPUPinningInvalid``), or ``no exception`` -- the log text
     itself carries addresses and times. Works on a stored report's values
     too (their repr is the text the report printed).
     """
-    if finding.check == "logs":
+    if finding.check == "logs" or (finding.check == "convergence"  # a periodic's log lines
+                                    and finding.where.startswith("log lines matching")):
         return ", ".join(sorted(set(_CAUSE.findall(repr(finding.seen))))) or "no exception"
     if finding.check == "convergence":
         return f"{finding.expected!r} -> {finding.seen!r}"
