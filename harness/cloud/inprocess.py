@@ -449,10 +449,11 @@ class Cloud(fixtures.Fixture):
         with fixtures.MonkeyPatch(
                 "nova.objects.MigrationList._db_migration_get_unconfirmed_by_dest_compute",
                 _after_confirm_window(query)):
-            # as the periodic's own thread (a restart fault may kill it there)
-            self.one_thread.as_thread_of(host, self.compute(host).manager._poll_unconfirmed_resizes,
-                                         context.get_admin_context()) if self.one_thread else \
-                self.compute(host).manager._poll_unconfirmed_resizes(context.get_admin_context())
+            poll = self.compute(host).manager._poll_unconfirmed_resizes
+            if self.one_thread:  # as the periodic's own thread (a restart fault may kill it there)
+                self.one_thread.as_thread_of(host, poll, context.get_admin_context())
+            else:
+                poll(context.get_admin_context())
         return self.wait_for(name, ("ACTIVE",), f"auto-confirm {name}")
 
     def delete(self, name: str) -> None:

@@ -122,12 +122,13 @@ def cmd_run(args) -> int:
             print(f"nova-chaos: the uninjected fork parent of {p['scenario']} (window "
                   f"{p['window']!r}) {what}: "
                   "its sweep proves nothing; run it again with --mode fresh", file=console.OUT)
+    text = report.to_json(results, meta) if args.json or args.html else None
     if args.json:
-        report.atomic_write(args.json, report.to_json(results, meta))
+        report.atomic_write(args.json, text)
         print(f"JSON report: {os.path.abspath(args.json)}", file=console.OUT)
     if args.html:
         from harness.front import html
-        report.atomic_write(args.html, html.render(json.loads(report.to_json(results, meta))))
+        report.atomic_write(args.html, html.render(json.loads(text)))
         print(f"HTML report: {os.path.abspath(args.html)}", file=console.OUT)
     if args.junit:
         report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{args.scenario}",
