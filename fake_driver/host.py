@@ -9,6 +9,7 @@ conflict or exhaustion), stopping it releases exactly that claim, and
 from __future__ import annotations
 
 import collections
+import re
 
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.virt.libvirt import config as vconfig
@@ -16,6 +17,8 @@ from nova.virt.libvirt import config as vconfig
 from fake_driver import migration
 from fake_driver.domain_xml import Claim, parse_claim
 from fake_driver.topology import HostTopology, format_cpu_set
+
+_CREATION_TIME = re.compile(r"<nova:creationTime>[^<]*</nova:creationTime>")
 
 
 def _error(msg: str, code=fakelibvirt.VIR_ERR_OPERATION_FAILED):
@@ -207,6 +210,25 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         """
         return _per_cell(self.topology, {d.name(): d.claim for d in self._vms.values()
                                          if isinstance(d, FakeDomain)})
+
+    def state(self) -> dict:
+        """Every domain as plain data: its XML (but the wall-clock time Nova wrote in
+        its metadata), whether it runs, is persistent, holds its claim, and the ids
+        given so far (a memo key: :mod:`harness.execute.memo`)."""
+        return {"next_id": self._id_counter, "job_outcome": self.job_outcome,
+                "running": sorted(d.name() for d in self._running_vms.values()),
+                "held": sorted(self._held),
+                "domains": {name: {"xml": _CREATION_TIME.sub(
+                                       "", getattr(d, "raw_xml", None) or d.XMLDesc(0)),
+                                   "active": bool(d.isActive()),
+                                   "transient": bool(getattr(d, "_transient", False)),
+                                   "job": _job(getattr(d, "job", None))}
+                            for name, d in sorted(self._vms.items())}}
+
+
+def _job(job) -> dict | None:
+    return None if job is None else {"dest": job.dest.topology.name, "flags": job.flags,
+                                     "incoming": job.incoming.name()}
 
 
 def _name_of(xml: str) -> str:

@@ -178,6 +178,10 @@ class Brancher:
         else:
             self._poll()
 
+    def wait_for(self, variant):
+        """Wait until the child running ``variant`` has exited."""
+        self._wait(lambda: all(v != variant for v, _ in self.running.values()))
+
     def _wait_for_any(self):
         before = len(self.running)
         self._wait(lambda: len(self.running) < before)

@@ -48,11 +48,12 @@ def strategy(mode: str):
 
 
 def run_items(items, traces, jobs, backend, on_result, mode=None, timeout=ITEM_TIMEOUT,
-              parents=None) -> list:
+              parents=None, memo=True) -> list:
     """Run ``items`` in ``mode`` (default: fork where the platform can).
 
     ``traces``: ``{trace_key: {ending: [point ids]}}`` from discovery;
-    ``parents`` (a list) collects the fork strategy's prefix health lines.
+    ``parents`` (a list) collects the fork strategy's prefix health lines;
+    ``memo``: fork mode inherits continuations (:mod:`harness.execute.memo`).
     """
     return strategy(mode or default_mode()).sweep(items, traces, jobs, backend, on_result,
-                                                  timeout, parents)
+                                                  timeout, parents, memo)

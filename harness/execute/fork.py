@@ -50,16 +50,22 @@ from harness.errors import UsageError
 from harness.execute.item import Item
 from harness.execute.branching import HOLD_ENV, Brancher, Slots, _one_thread, _time, fork_supported
 from harness.execute.record import Record
+from harness.execute import memo
 from harness.explore.faults import DEFAULT_FAULT
-from harness.explore import injection
+from harness.explore import faults, injection
 
 
 class ForkSweep:
     """Every wanted (point, target, ending) of one scenario + mutation + window, by fork."""
 
     def __init__(self, scen, mutation, items, traces, jobs=2, timeout=120.0,
-                 window=campaign.DEFAULT_WINDOW, fault=DEFAULT_FAULT):
+                 window=campaign.DEFAULT_WINDOW, fault=DEFAULT_FAULT, memo=True):
         self.scen, self.mutation, self.traces, self.fault = scen, mutation, traces, fault
+        # memoized continuations (harness.execute.memo): the one-thread cloud's
+        # state is all in view; a restart's recovery is not a fixed script
+        self.memo = memo and _one_thread() and not faults.is_restart(fault)
+        self.store = None         # the continuations, once the sweep's scratch directory exists
+        self.engines = None       # the cloud's SQL engines, found once by the top parent
         self.items = {i.id: i for i in items}
         self.jobs, self.timeout, self.window = jobs, timeout, window
         self.outdir = None
@@ -82,6 +88,8 @@ class ForkSweep:
         slots.acquire()  # this process runs the prefix
         self.brancher = Brancher(slots, self.timeout, self.outdir, limit=4 * self.jobs,
                                  on_wait=self.collect)
+        if self.memo:
+            self.store = memo.Store(os.path.join(self.outdir, "memo"))
         self.records: dict = {}
         # the uninjected tail takes an ending this sweep has items of: its trace is discovered
         first = next(e for e in self.scen.endings if any(i.ending == e for i in self.items.values()))
@@ -172,6 +180,8 @@ class _BranchingInjector(injection.Injector):
         self.held = False           # the self-test hold happened (once per sweep)
         self.injected = None        # (point, target, started): this process injected
         self.ending_chosen = False  # a target-child reached VERIFY_RESIZE and chose its ending
+        self.baseline = False       # this process runs the uninjected baseline (memo): no branching
+        self.marks = []             # memo.Mark: where this run's continuations to store start
 
     def _setUp(self):
         if self.sweep.mutation:  # Nova broken first, then traced, as in a fresh item
@@ -179,13 +189,18 @@ class _BranchingInjector(injection.Injector):
         super()._setUp()
 
     def before_ending(self, run):
-        if self.injected is None:
+        if self.baseline:
+            self._baseline_endings(run)
+        elif self.injected is None:
             self._branch_ending_parents(run)
         else:
             point, target, _ = self.injected
             self._branch_endings(run, point, target)
 
     def at_end(self, run):
+        if self.baseline:  # its continuation, for every item whose state is the same
+            self._store(run, "the uninjected run")
+            os._exit(0)
         if self.injected is not None:
             self._report_and_exit(run, *self.injected)
         elif self.ending_parent is not None:  # wait for this ending's children, then leave
@@ -205,9 +220,13 @@ class _BranchingInjector(injection.Injector):
                 self.sweep.write(Record.error(item, why))
 
     def _on_point(self, point):
-        if self.injection is not None:          # a child: behave as a plain injector
+        if self.injection is not None or self.baseline:  # a child: behave as a plain injector
             return super()._on_point(point)
         self.run.where = f"yield point {point.id}"
+        if self.sweep.memo and self.sweep.engines is None and self.ending_parent is None:
+            self._fork_baseline()
+            if self.baseline:
+                return
         chosen = self._branch_at(point)
         if chosen is None:                      # the parent: carry on to the next point
             self._selftest_hold()
@@ -254,13 +273,110 @@ class _BranchingInjector(injection.Injector):
         self.ending_parent = run.ending = chosen[1]
         self.past_verify = False
 
+    def _store(self, run, source):
+        """Keep this run's continuations for later items in its states, unless it stopped
+        short (a stuck or starved run must not make others errors) or they are kept already."""
+        store = self.sweep.store
+        for mark in self.marks if run.result.error is None else ():
+            if store.get(mark.key) is None:
+                store.put(mark.key, mark.continuation(run, source))
+
+    def before_deletes(self, run):
+        """After the ending's checkpoint: an item in a state met before inherits the deletes."""
+        if self.sweep.store is None or (self.injected is None and not self.baseline):
+            return
+        rest = f"deletes after {run.ending}"
+        if self.baseline:
+            digest = self._digest(run)
+            if digest is not None:
+                self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
+            return
+        point, target, _ = self.injected
+        left, digest = self._inherit(run, point, target, [run.ending], f"after-{run.ending}",
+                                     lambda ending: f"deletes after {ending}")
+        if not left:
+            self.sweep.brancher.reap(block=True)  # this process's own children, if any
+            os._exit(0)
+        if digest is not None:
+            self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
+
+    def _digest(self, run):
+        try:
+            return memo.digest(run, self.sweep.engines)
+        except memo.Uncapturable:
+            return None
+
+    def _fork_baseline(self):
+        """At the first point (top parent): fork the uninjected run whose continuations
+        items inherit, and wait for them to be stored (every item then finds them)."""
+        self.sweep.engines = memo.engines()
+        variant = ("baseline",)
+        endings = self._endings()
+        chosen = self.sweep.brancher.branch(
+            [variant], lambda: self.run.where, {variant: self.sweep.parent_bound(len(endings))})
+        if chosen is not None:
+            self.baseline = True
+            return
+        self.sweep.brancher.wait_for(variant)
+
+    def _endings(self) -> list:
+        wanted = {i.ending for i in self.sweep.items.values()}
+        return [e for e in self.sweep.scen.endings if e in wanted]
+
+    def _baseline_endings(self, run):
+        """At VERIFY_RESIZE (the baseline): one child per ending stores its continuation."""
+        digest = self._digest(run)
+        if digest is None:
+            os._exit(0)
+        chosen = self.sweep.brancher.branch([("baseline", e) for e in self._endings()],
+                                            lambda: run.where)
+        if chosen is None:
+            self.sweep.brancher.reap(block=True)
+            os._exit(0)
+        run.ending = chosen[1]
+        self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
+
+    def _inherit(self, run, point, target, endings, where, rest_of=lambda ending: ending) -> tuple:
+        """At checkpoint ``where``, write the items of ``endings`` whose continuation
+        (``rest_of(ending)``) is stored: ``(the endings left to run, the state's digest or None)``."""
+        inj = self.injection
+        reached = {cp.name for cp in run.result.checkpoints}
+        if (self.sweep.store is None or self.paused or not inj.fired_at
+                or any(self.tracer.on_release.values())
+                or any(f"after-injection@{h}" not in reached for h in inj.hosts)):
+            return endings, None  # the injection is not over: its item runs in full
+        digest = self._digest(run)
+        if digest is None:
+            return endings, None
+        rest = []
+        for ending in endings:
+            key = memo.key(digest, rest_of(ending))
+            continuation = self.sweep.store.get(key)
+            if continuation is None:
+                rest.append(ending)
+                continue
+            item = Item(self.sweep.scen.name, point.id, target, ending, self.sweep.mutation,
+                        self.sweep.window, self.sweep.fault)
+            record = campaign.judge(item, memo.Inherited(run, continuation, ending), inj,
+                                    self.sweep.traces, None, self.injected[2])
+            record.memo = f"{continuation.source}, from {where} on (key {key[:12]})"
+            self.sweep.write(record)
+        return rest, digest
+
     def _branch_endings(self, run, point, target):
-        """At VERIFY_RESIZE (a target-child): fork the other endings, run the first here."""
+        """At VERIFY_RESIZE (a target-child): endings whose continuation is stored are
+        judged at once; fork the other endings, run the first here."""
         endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
+        endings, digest = self._inherit(run, point, target, endings, run.operation.mid)
+        if not endings:
+            self.sweep.brancher.reap(block=True)
+            os._exit(0)
         chosen = self.sweep.brancher.branch([(point.id, target, e) for e in endings[1:]],
                                             lambda: run.where)
         run.ending = chosen[2] if chosen is not None else endings[0]
         self.ending_chosen = True
+        if digest is not None:  # its continuation, for the items that reach the same state later
+            self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
 
     def _report_and_exit(self, run, point, target, started):
         """Judge this process's item and leave. A target-child that stopped before
@@ -276,13 +392,14 @@ class _BranchingInjector(injection.Injector):
                             self.sweep.mutation, self.sweep.window, self.sweep.fault)
                 self.sweep.write(campaign.judge(item, run, self.injection, self.sweep.traces,
                                                 None, started))
+                self._store(run, f"item {item.id}")
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             code = 0
         finally:
             os._exit(code)
 
 
-def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> list:
+def sweep(items, traces, jobs, backend, on_result, timeout, parents=None, memo=True) -> list:
     """Run ``items`` (any mix of scenarios/mutations/windows) by fork, one prefix per group.
 
     ``traces``: ``{trace_key: {ending: [point ids]}}``; ``backend`` is this
@@ -301,7 +418,7 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> lis
     for (name, mutation, window, fault), group in groups.items():
         scen = scenario_mod.load(name)
         one = ForkSweep(scen, mutation, group, traces[campaign.trace_key(name, window)], jobs,
-                        timeout, window, fault)
+                        timeout, window, fault, memo)
         out += one.run(on_result)
         if parents is not None:
             parents.append(one.parent)

@@ -27,7 +27,7 @@ def run_here(items, traces, on_result, timeout):
     return out
 
 
-def sweep(items, traces, jobs, backend, on_result, timeout, parents=None) -> list:
+def sweep(items, traces, jobs, backend, on_result, timeout, parents=None, memo=False) -> list:
     """Run ``items`` (fresh environments) over ``jobs`` workers, calling ``on_result``.
 
     Every item builds its own cloud: no prefix is shared, so ``parents``

@@ -60,6 +60,7 @@ class Record:
     checkpoints: list = dataclasses.field(default_factory=list, repr=False)
     trace: list = dataclasses.field(default_factory=list, repr=False)
     changes: dict = dataclasses.field(default_factory=dict, repr=False)
+    memo: str | None = None      # the run whose continuation it inherited (harness.execute.memo)
 
     def of_kind(self, *kinds) -> list:
         return [p for p in self.problems if p.kind in kinds]
@@ -72,6 +73,7 @@ class Record:
             "replay": self.item.replay_command(),
             # evidence for a failure that may not replay: what Nova warned of, in order
             **({"log": self.log} if self.log else {}),
+            **({"memo": self.memo} if self.memo else {}),
         }
 
     @classmethod
@@ -79,7 +81,7 @@ class Record:
         return cls(Item.parse(data["id"]), data["verdict"],
                    [Problem.from_json(p) for p in data["problems"]], data["known"],
                    data["seconds"], data.get("fired", []), data.get("findings", []),
-                   data.get("log", []))
+                   data.get("log", []), memo=data.get("memo"))
 
     @classmethod
     def error(cls, item: Item, why: str) -> "Record":

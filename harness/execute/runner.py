@@ -98,6 +98,9 @@ class Hooks:
         (VERIFY_RESIZE; a live-migration job about to end): the fork strategy
         branches per ending here."""
 
+    def before_deletes(self, run) -> None:
+        """The ending is checked (and converged); the deletes come next."""
+
     def at_end(self, run) -> None:
         """On every exit path, the cloud still up (a forked child reports and leaves here)."""
 

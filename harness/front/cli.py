@@ -82,6 +82,9 @@ def build_parser():
                     "fresh: a new cloud per item")
     sp.add_argument("--timeout", type=_seconds,
                     help="seconds one item may take before it fails as stuck (default 120)")
+    sp.add_argument("--no-memo", dest="memo", action="store_false",
+                    help="fork mode: run every item's continuation, even where its state "
+                    "equals the uninjected run's (by default it inherits that run's)")
     sp.add_argument("--json", help="write a JSON report here (kept up to date while running)")
     sp.add_argument("--resume", action="store_true",
                     help="with --json: run only the items that report has not judged yet "

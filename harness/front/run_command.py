@@ -94,7 +94,8 @@ def cmd_run(args) -> int:
     try:
         parents: list = []
         fresh = {r.item.id: r for r in executor.run_items(
-            todo_items, traces_by, jobs, args.backend, on_result, mode, timeout, parents)}
+            todo_items, traces_by, jobs, args.backend, on_result, mode, timeout, parents,
+            args.memo)}
         results = [kept.get(i.id) or fresh[i.id] for i in items if i.id in kept or i.id in fresh]
     except KeyboardInterrupt:
         if partial is not None and partial.results:

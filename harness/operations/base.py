@@ -113,6 +113,7 @@ def ending_failed(run, server: str, exc: Exception) -> None:
 def end_and_delete(run) -> None:
     """Check after the ending (then convergence), delete every server, check again."""
     run.checkpoint(f"after-{run.ending}", run.ledger(f"after-{run.ending}"), converge=True)
+    run.hooks.before_deletes(run)
     for boot in run.scenario.boots:
         run.where = f"delete {boot.server}"
         run.cloud.delete(boot.server)

@@ -1,0 +1,79 @@
+"""Memoized continuations: an item inherits the rest of a run in its state, and
+judges exactly as it does when it runs that rest itself (``--no-memo``)."""
+import datetime
+import json
+
+import pytest
+
+from tests.conftest import cli
+from harness.execute import memo
+
+POINTS = [  # before the race window (twice: their states equal the uninjected run's),
+    # in it (1944759's mutation fails there), and on the destination
+    "source:ComputeManager._resize_instance>BlockDeviceMappingList.get_by_instance_uuid#1",
+    "source:ComputeManager._resize_instance>driver.migrate_disk_and_power_off#1",
+    "source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
+    "dest:ComputeManager._finish_resize>Migration.save#1",
+]
+
+
+def _run(tmp_path, name, *extra) -> dict:
+    report = tmp_path / f"{name}.json"
+    args = ["run", "pinned-hugepages", "--json", str(report), "--jobs", "2", "--target", "source",
+            "--ending", "confirm", "--ending", "revert", *extra]
+    proc = cli(*args, *(a for p in POINTS for a in ("--point", p)))
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    for parent in data["meta"]["fork_parents"]:
+        assert parent["passed"] and parent["trace_matches"], parent
+    return {i["id"]: i for i in data["items"]}
+
+
+def _judged(items: dict) -> dict:
+    return {k: (i["verdict"], sorted((f["checkpoint"], f["check"], f["where"], f["value"])
+                                     for f in i["findings"])) for k, i in items.items()}
+
+
+@pytest.mark.parametrize("mutate", [[], ["--mutate", "1944759"]], ids=["clean", "1944759"])
+def test_inherited_continuations_judge_like_full_runs(tmp_path, mutate):
+    with_memo = _run(tmp_path, "memo", *mutate)
+    without = _run(tmp_path, "full", "--no-memo", *mutate)
+    assert _judged(with_memo) == _judged(without)
+    assert not any(i.get("memo") for i in without.values())
+    inherited = [k for k, i in with_memo.items() if i.get("memo")]
+    if not mutate:  # the two points before the window reach the uninjected run's state
+        assert len(inherited) >= 4, inherited
+        assert all("the uninjected run" in with_memo[k]["memo"] or "item " in with_memo[k]["memo"]
+                   for k in inherited)
+    else:  # the race window's items fail: their state at VERIFY_RESIZE is their own
+        failed = [k for k, (v, _) in _judged(with_memo).items() if v == "fail"]
+        assert failed and all("finish_resize#1" in k for k in failed), failed
+        assert not [k for k in failed if "from verify-resize" in with_memo[k].get("memo", "")]
+    # after the ending's convergence every state heals: the deletes are inherited
+    assert any("from after-confirm" in i.get("memo", "") for i in with_memo.values())
+
+
+def test_rows_keep_the_migrations_order_not_their_times():
+    early, late = datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 2)
+    rows = memo._rows("migrations", [{"id": 1, "created_at": early, "updated_at": late},
+                                     {"id": 2, "created_at": late, "updated_at": None}])
+    assert rows == [{"id": 1, "created_at": 0, "updated_at": 0},
+                    {"id": 2, "created_at": 1, "updated_at": None}]
+    actions = memo._rows("instance_actions", [{"id": 1, "request_id": "req-1", "start_time": late}])
+    assert actions == [{"id": 1, "start_time": "<time>"}]
+    nodes = memo._rows("compute_nodes", [{"id": 1, "stats": "{}", "vcpus_used": 2}])
+    assert nodes == [{"id": 1, "vcpus_used": 2}]
+
+
+def test_what_the_key_cannot_read_makes_the_item_run_in_full():
+    with pytest.raises(memo.Uncapturable, match="object"):
+        memo._plain({"lock": object()})
+    assert memo._plain({"t": "2026-12-02 14:04:22.000", "s": {3, 1}}) == {"t": "<time>",
+                                                                         "s": [1, 3]}
+
+
+def test_the_store_keeps_a_continuation_by_key(tmp_path):
+    store = memo.Store(str(tmp_path / "memo"))
+    assert store.get("k") is None
+    store.put("k", memo.Continuation([], None, None, "there", ["p#1"], "log", "item x"))
+    assert store.get("k").trace == ["p#1"] and store.get("k").source == "item x"
