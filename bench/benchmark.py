@@ -16,6 +16,8 @@ against its target (issue 6):
 * the default campaign with --jobs 1 vs --jobs 2, and pytest -n 0 vs -n 2:
   target >= 1.7x; the default campaign with 2 workers: target < 2 min;
 * peak private memory per process (smaps_rollup, sampled): target <= 400 MiB;
+* memoized continuations (issue 17): the campaign with and without
+  ``--no-memo``, 2 jobs: faster, and every item judged alike;
 * the backends side by side (issue 14): threads-fork per item vs
   eventlet-fork per item (target <= 1.15x), threads-fresh (real threads, a
   new cloud per item) vs threads-fork, and the same verdicts on both.
@@ -128,6 +130,10 @@ def campaign(scenario, jobs, mode, points, report, memory=False, extra=(), root=
         items = json.load(fh)["items"]
     return {"wall": wall, "items": len(items), "mib": mib,
             "verdicts": sorted((i["id"], i["verdict"]) for i in items),
+            "judged": sorted((i["id"], i["verdict"], sorted(
+                (f["checkpoint"], f["check"], f["where"], f["value"]) for f in i["findings"]))
+                for i in items),
+            "inherited": sum(1 for i in items if i.get("memo")),
             "item_seconds": [i["seconds"] for i in items]}
 
 
@@ -317,6 +323,10 @@ def main(argv=None) -> int:
     same_backends = by_backend["eventlet"]["verdicts"] == by_backend["threads"]["verdicts"]
     fork2 = campaign(scen, 2, "fork", sample, os.path.join(tmp, "fork2.json"), memory=True)
     same = fork1["verdicts"] == fork2["verdicts"]
+    # memoized continuations (issue 17): the same items, every continuation run
+    full2 = campaign(scen, 2, "fork", sample, os.path.join(tmp, "fork2-no-memo.json"),
+                     extra=("--no-memo",))
+    same_memo = full2["judged"] == fork2["judged"]
     n0 = pytest_wall(0, sample[:3] if not args.full else [])
     n2 = pytest_wall(2, sample[:3] if not args.full else [])
     scale = fork2["items"] and (fork1["wall"] / fork2["wall"])
@@ -334,6 +344,9 @@ def main(argv=None) -> int:
           f"{m['traced']['steps']:.2f} s")
     print(f"  campaign ({fork1['items']} items): --jobs 1 {fork1['wall']:.1f} s, --jobs 2 "
           f"{fork2['wall']:.1f} s; verdicts identical: {same}")
+    print(f"  memoized continuations ({fork2['items']} items, --jobs 2): {fork2['wall']:.1f} s, "
+          f"{fork2['inherited']} inherited; --no-memo {full2['wall']:.1f} s; judgements "
+          f"identical: {same_memo}")
     print(f"  pytest clean campaign{'' if args.full else ' (3 points)'}: -n 0 {n0:.1f} s, "
           f"-n 2 {n2:.1f} s")
     print(f"  peak private memory of any process (--jobs 2): {fork2['mib']:.0f} MiB")
@@ -354,6 +367,8 @@ def main(argv=None) -> int:
                      overhead <= 0.10))
     print(ratio_line("campaign --jobs 1 / --jobs 2", f"{scale:.2f}x", ">= 1.7x", scale >= 1.7))
     print(ratio_line("pytest -n 0 / -n 2", f"{n0 / n2:.2f}x", ">= 1.7x", n0 / n2 >= 1.7))
+    print(ratio_line("campaign --no-memo / memo (2 jobs)", f"{full2['wall'] / fork2['wall']:.2f}x",
+                     "> 1x, same judgements", full2["wall"] > fork2["wall"] and same_memo))
     print(ratio_line("peak private memory per process", f"{fork2['mib']:.0f} MiB", "<= 400 MiB",
                      fork2["mib"] <= 400))
     print(ratio_line("threads fork / eventlet fork per item",
