@@ -18,6 +18,8 @@ against its target (issue 6):
 * peak private memory per process (smaps_rollup, sampled): target <= 400 MiB;
 * memoized continuations (issue 17): the campaign with and without
   ``--no-memo``, 2 jobs: faster, and every item judged alike;
+* shards (issue 17): ``--shard K/4`` for K = 1..4 one after another vs one
+  unsharded run: target <= 1.1x, the same judgements;
 * the backends side by side (issue 14): threads-fork per item vs
   eventlet-fork per item (target <= 1.15x), threads-fresh (real threads, a
   new cloud per item) vs threads-fork, and the same verdicts on both.
@@ -327,6 +329,11 @@ def main(argv=None) -> int:
     full2 = campaign(scen, 2, "fork", sample, os.path.join(tmp, "fork2-no-memo.json"),
                      extra=("--no-memo",))
     same_memo = full2["judged"] == fork2["judged"]
+    # shards (issue 17): four runs one after another, against the one unsharded run
+    shards = [campaign(scen, 2, "fork", sample, os.path.join(tmp, f"shard{k}.json"),
+                       extra=("--shard", f"{k}/4")) for k in range(1, 5)]
+    sharded = sum(r["wall"] for r in shards)
+    same_shards = sorted(j for r in shards for j in r["judged"]) == fork2["judged"]
     n0 = pytest_wall(0, sample[:3] if not args.full else [])
     n2 = pytest_wall(2, sample[:3] if not args.full else [])
     scale = fork2["items"] and (fork1["wall"] / fork2["wall"])
@@ -347,6 +354,9 @@ def main(argv=None) -> int:
     print(f"  memoized continuations ({fork2['items']} items, --jobs 2): {fork2['wall']:.1f} s, "
           f"{fork2['inherited']} inherited; --no-memo {full2['wall']:.1f} s; judgements "
           f"identical: {same_memo}")
+    each = ", ".join(f"{r['wall']:.0f}" for r in shards)
+    print(f"  4 shards one after another: {sharded:.1f} s ({each} s; "
+          f"{sum(r['items'] for r in shards)} items); judgements as unsharded: {same_shards}")
     print(f"  pytest clean campaign{'' if args.full else ' (3 points)'}: -n 0 {n0:.1f} s, "
           f"-n 2 {n2:.1f} s")
     print(f"  peak private memory of any process (--jobs 2): {fork2['mib']:.0f} MiB")
@@ -367,6 +377,10 @@ def main(argv=None) -> int:
                      overhead <= 0.10))
     print(ratio_line("campaign --jobs 1 / --jobs 2", f"{scale:.2f}x", ">= 1.7x", scale >= 1.7))
     print(ratio_line("pytest -n 0 / -n 2", f"{n0 / n2:.2f}x", ">= 1.7x", n0 / n2 >= 1.7))
+    print(ratio_line("4 shards in sequence / unsharded" + ("" if args.full else
+                     " (a sample: each shard's start-up weighs more than in --full)"),
+                     f"{sharded / fork2['wall']:.2f}x", "<= 1.1x",
+                     sharded / fork2["wall"] <= 1.1 and same_shards))
     print(ratio_line("campaign --no-memo / memo (2 jobs)", f"{full2['wall'] / fork2['wall']:.2f}x",
                      "> 1x, same judgements", full2["wall"] > fork2["wall"] and same_memo))
     print(ratio_line("peak private memory per process", f"{fork2['mib']:.0f} MiB", "<= 400 MiB",

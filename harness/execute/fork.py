@@ -11,6 +11,13 @@ that reports an item writes its judged result to a file and leaves with
 ``os._exit``: no child ever returns into the test runner or runs a cleanup
 on shared state.
 
+Memoized continuations (:mod:`harness.execute.memo`, threads backend, not for
+the restart fault): at the first point the top parent forks the uninjected
+*baseline* and waits for it to store the rest of its run from VERIFY_RESIZE
+and from each ending's checkpoint; a process reaching either in a state
+met before judges its items with the stored rest instead of running it,
+and every run stores its own rests for the items after it.
+
 Scheduling: ``jobs`` CPU slots (lock files) are shared by the tree. Every
 forked process takes a slot before doing any work; a process waiting for
 its children gives its slot back meanwhile. The parent does not wait at a

@@ -125,7 +125,15 @@ def engines() -> list:
     call it in the sweep's parent once the cloud is up (its children share them).
     """
     import sqlalchemy
-    return [o for o in gc.get_objects() if isinstance(o, sqlalchemy.engine.Engine)]
+    frozen = gc.get_freeze_count()
+    if frozen:  # the collector does not list frozen objects: list them, freeze them again
+        gc.unfreeze()
+    try:
+        found = [o for o in gc.get_objects() if isinstance(o, sqlalchemy.engine.Engine)]
+    finally:
+        if frozen:
+            gc.freeze()
+    return found
 
 
 def digest(run, engines_: list) -> str:
@@ -169,6 +177,8 @@ def _refuse(value):
 def state(run, engines_: list) -> dict:
     """Everything the rest of ``run`` reads, as plain data (see the module docstring)."""
     cloud = run.cloud
+    if not engines_:
+        raise Uncapturable("no database found")
     if cloud.one_thread and cloud.one_thread.depth:
         raise Uncapturable("work in flight on the cloud's thread")
     return {

@@ -99,6 +99,8 @@ def _item(r: dict, points_of: dict) -> list:
     out = [f"<section class='item' id='{anchor(r['id'])}'>",
            f"<h3>{_e(r['verdict']).upper()} <code>{_e(r['id'])}</code></h3>",
            f"<p>reproduce: <code>{_e(r.get('replay', item.replay_command()))}</code></p>"]
+    if r.get("memo"):  # the rest of its run was another's, in the same state (harness.execute.memo)
+        out.append(f"<p class='memo'>continuation inherited: {_e(r['memo'])}</p>")
     problems = [p["text"] for p in r.get("problems", [])]
     if problems:
         out.append("<ul class='problems'>" + "".join(f"<li>{_e(p)}</li>" for p in problems)

@@ -123,6 +123,8 @@ def _fit(text: str, width: int) -> str:
 def failure_text(result) -> str:
     lines = [f"FAILED {result.item.id}"]
     lines += [f"  {p}" for p in result.problems]
+    if result.memo:  # replay runs it in full: the same verdict is the memo's soundness
+        lines.append(f"  continuation inherited: {result.memo}")
     lines.append(f"  reproduce: {result.item.replay_command()}")
     return "\n".join(lines)
 
