@@ -195,9 +195,24 @@ def _canon(value) -> str:
 
 
 def _database(engine) -> dict:
+    """Every non-empty table's rows. SQLite (Nova's test databases) is read through
+    its own driver: a tenth of SQLAlchemy's cost per query, and most tables are empty."""
+    import sqlite3
     import sqlalchemy
     out = {}
     with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        if isinstance(raw, sqlite3.Connection):
+            cursor = raw.cursor()
+            names = [r[0] for r in cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            for table in names:
+                cursor.execute(f'SELECT * FROM "{table}"')
+                columns = [d[0] for d in cursor.description]
+                rows = [dict(zip(columns, r)) for r in cursor.fetchall()]
+                if rows:
+                    out[table] = _rows(table, rows)
+            return out
         for table in sorted(sqlalchemy.inspect(conn).get_table_names()):
             rows = [dict(r) for r in conn.execute(
                 sqlalchemy.text(f'SELECT * FROM "{table}"')).mappings()]
@@ -224,7 +239,7 @@ def _rows(table: str, rows: list) -> list:
             else:
                 row[column] = _plain(value)
         out.append(row)
-    return sorted(out, key=_canon)
+    return sorted(out, key=repr)  # dicts of plain values in column order: repr is canonical
 
 
 def _plain(value):
