@@ -21,7 +21,10 @@ What the key leaves out, and why it cannot change the rest of the run:
   (an instance's newest migration) is kept as ranks;
 * an instance action's ``request_id`` (the API request's, a random uuid
   per process): only the instance-actions API reads it;
-* the log: a checkpoint consumes what was logged before it.
+* the log: a checkpoint consumes what was logged before it;
+* what follows from configuration and the fake hosts' fixed layout (the
+  libvirt driver's host capabilities, Nova's module-level caches, the
+  scheduler's host states -- nothing after the memo checkpoints schedules).
 
 Anything the capture does not know how to read makes the state
 :class:`Uncapturable`: that item runs in full. The continuation to inherit
@@ -281,8 +284,15 @@ def _compute(manager) -> dict:
         "pending": _plain({name: getattr(manager, name, None) for name in (
             "_failed_tasks", "_in_progress_tasks", "_pending_dest_live_migrations",
             "_pending_dest_resizes", "_syncs_in_progress", "_waiting_live_migrations")}),
-        "instance_events": sorted(str(k) for k in (manager.instance_events._events or {})),
+        "instance_events": _events(manager.instance_events._events),
     }
+
+
+def _events(events):
+    """External events a compute waits for, per instance (None: it accepts none, shutting down)."""
+    if events is None:
+        return None
+    return {str(uuid): sorted(map(str, waiting)) for uuid, waiting in events.items()}
 
 
 def _node(cn, old=False) -> dict:
