@@ -302,10 +302,21 @@ class _BranchingInjector(injection.Injector):
         left, digest = self._inherit(run, point, target, [run.ending], f"after-{run.ending}",
                                      lambda ending: f"deletes after {ending}")
         if not left:
+            # its rest from VERIFY_RESIZE is its ending and the deletes it inherited
+            inherited = self.sweep.store.get(memo.key(digest, rest))
+            store = self.sweep.store
+            for mark in self.marks if run.result.error is None and inherited.error is None else ():
+                if store.get(mark.key) is None:
+                    store.put(mark.key, mark.joined(run, inherited, f"item {self._item_id(run)}"))
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             os._exit(0)
         if digest is not None:
             self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
+
+    def _item_id(self, run) -> str:
+        point, target, _ = self.injected
+        return Item(self.sweep.scen.name, point.id, target, run.ending, self.sweep.mutation,
+                    self.sweep.window, self.sweep.fault).id
 
     def _digest(self, run):
         try:

@@ -96,6 +96,13 @@ class Mark:
                             [p.id for p in run.tracer.points[self.points:]],
                             run.cloud.log_text()[self.log:], source)
 
+    def joined(self, run, rest: Continuation, source: str) -> Continuation:
+        """From here: what ``run`` did since, then ``rest`` (a run that inherits later)."""
+        return Continuation(run.result.checkpoints[self.checkpoints:] + rest.checkpoints,
+                            rest.error, rest.stopped_at, rest.where,
+                            [p.id for p in run.tracer.points[self.points:]] + rest.trace,
+                            run.cloud.log_text()[self.log:] + rest.log, source)
+
 
 class Store:
     """Continuations by key, in a directory a fork tree shares (one file each, written atomically)."""
