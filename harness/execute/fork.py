@@ -280,13 +280,17 @@ class _BranchingInjector(injection.Injector):
         self.ending_parent = run.ending = chosen[1]
         self.past_verify = False
 
-    def _store(self, run, source):
-        """Keep this run's continuations for later items in its states, unless it stopped
-        short (a stuck or starved run must not make others errors) or they are kept already."""
+    def _store(self, run, source, inherited=None):
+        """Keep this run's continuations for later items in its states (``inherited``: the
+        rest it took from another), unless it stopped short (a stuck or starved run must not
+        make others errors) or they are kept already."""
         store = self.sweep.store
-        for mark in self.marks if run.result.error is None else ():
+        if run.result.error is not None or (inherited is not None and inherited.error is not None):
+            return
+        for mark in self.marks:
             if store.get(mark.key) is None:
-                store.put(mark.key, mark.continuation(run, source))
+                store.put(mark.key, mark.joined(run, inherited, source) if inherited is not None
+                          else mark.continuation(run, source))
 
     def before_deletes(self, run):
         """After the ending's checkpoint: an item in a state met before inherits the deletes."""
@@ -298,25 +302,21 @@ class _BranchingInjector(injection.Injector):
             if digest is not None:
                 self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
             return
-        point, target, _ = self.injected
-        left, digest = self._inherit(run, point, target, [run.ending], f"after-{run.ending}",
+        left, digest = self._inherit(run, [run.ending], f"after-{run.ending}",
                                      lambda ending: f"deletes after {ending}")
-        if not left:
-            # its rest from VERIFY_RESIZE is its ending and the deletes it inherited
-            inherited = self.sweep.store.get(memo.key(digest, rest))
-            store = self.sweep.store
-            for mark in self.marks if run.result.error is None and inherited.error is None else ():
-                if store.get(mark.key) is None:
-                    store.put(mark.key, mark.joined(run, inherited, f"item {self._item_id(run)}"))
+        if not left:  # its rest from VERIFY_RESIZE: its ending, then the deletes it inherited
+            self._store(run, f"item {self._item(run.ending).id}",
+                        self.sweep.store.get(memo.key(digest, rest)))
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             os._exit(0)
         if digest is not None:
             self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
 
-    def _item_id(self, run) -> str:
+    def _item(self, ending) -> Item:
+        """This process's item with ``ending``."""
         point, target, _ = self.injected
-        return Item(self.sweep.scen.name, point.id, target, run.ending, self.sweep.mutation,
-                    self.sweep.window, self.sweep.fault).id
+        return Item(self.sweep.scen.name, point.id, target, ending, self.sweep.mutation,
+                    self.sweep.window, self.sweep.fault)
 
     def _digest(self, run):
         try:
@@ -354,7 +354,7 @@ class _BranchingInjector(injection.Injector):
         run.ending = chosen[1]
         self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
 
-    def _inherit(self, run, point, target, endings, where, rest_of=lambda ending: ending) -> tuple:
+    def _inherit(self, run, endings, where, rest_of=lambda ending: ending) -> tuple:
         """At checkpoint ``where``, write the items of ``endings`` whose continuation
         (``rest_of(ending)``) is stored: ``(the endings left to run, the state's digest or None)``."""
         inj = self.injection
@@ -373,9 +373,7 @@ class _BranchingInjector(injection.Injector):
             if continuation is None:
                 rest.append(ending)
                 continue
-            item = Item(self.sweep.scen.name, point.id, target, ending, self.sweep.mutation,
-                        self.sweep.window, self.sweep.fault)
-            record = campaign.judge(item, memo.Inherited(run, continuation, ending), inj,
+            record = campaign.judge(self._item(ending), memo.Inherited(run, continuation, ending), inj,
                                     self.sweep.traces, None, self.injected[2])
             record.memo = f"{continuation.source}, from {where} on (key {key[:12]})"
             self.sweep.write(record)
@@ -385,7 +383,7 @@ class _BranchingInjector(injection.Injector):
         """At VERIFY_RESIZE (a target-child): endings whose continuation is stored are
         judged at once; fork the other endings, run the first here."""
         endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
-        endings, digest = self._inherit(run, point, target, endings, run.operation.mid)
+        endings, digest = self._inherit(run, endings, run.operation.mid)
         if not endings:
             self.sweep.brancher.reap(block=True)
             os._exit(0)
@@ -406,8 +404,7 @@ class _BranchingInjector(injection.Injector):
                 endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
             for ending in endings:
                 run.ending = ending
-                item = Item(self.sweep.scen.name, point.id, target, ending,
-                            self.sweep.mutation, self.sweep.window, self.sweep.fault)
+                item = self._item(ending)
                 self.sweep.write(campaign.judge(item, run, self.injection, self.sweep.traces,
                                                 None, started))
                 self._store(run, f"item {item.id}")
