@@ -209,26 +209,24 @@ def _database(engine) -> dict:
     its own driver: a tenth of SQLAlchemy's cost per query, and most tables are empty."""
     import sqlite3
     import sqlalchemy
-    out = {}
     with engine.connect() as conn:
         raw = conn.connection.driver_connection
         if isinstance(raw, sqlite3.Connection):
             cursor = raw.cursor()
-            names = [r[0] for r in cursor.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-            for table in names:
+
+            def read(table):
                 cursor.execute(f'SELECT * FROM "{table}"')
                 columns = [d[0] for d in cursor.description]
-                rows = [dict(zip(columns, r)) for r in cursor.fetchall()]
-                if rows:
-                    out[table] = _rows(table, rows)
-            return out
-        for table in sorted(sqlalchemy.inspect(conn).get_table_names()):
-            rows = [dict(r) for r in conn.execute(
-                sqlalchemy.text(f'SELECT * FROM "{table}"')).mappings()]
-            if rows:
-                out[table] = _rows(table, rows)
-    return out
+                return [dict(zip(columns, r)) for r in cursor.fetchall()]
+            names = [r[0] for r in cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        else:
+            def read(table):
+                return [dict(r) for r in conn.execute(
+                    sqlalchemy.text(f'SELECT * FROM "{table}"')).mappings()]
+            names = sorted(sqlalchemy.inspect(conn).get_table_names())
+        tables = {table: read(table) for table in names}
+    return {table: _rows(table, rows) for table, rows in tables.items() if rows}
 
 
 def _rows(table: str, rows: list) -> list:
