@@ -60,6 +60,7 @@ from harness.execute.record import Record
 from harness.execute import memo
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore import faults, injection
+from harness.oracles import known
 
 
 class ForkSweep:
@@ -78,6 +79,8 @@ class ForkSweep:
         self.outdir = None
         self.on_result = None
         self.reached: set = set()   # points the parent branched at before VERIFY_RESIZE
+        # read once here, before any fork: parsing the file per judged item cost 0.4 s each
+        self.entries = [e for e in known.load() if e.covers_scenario(scen.name)]
 
     def parent_bound(self, n_items: int) -> float:
         """How long a process that forks ``n_items`` items may live: each may take a
@@ -296,21 +299,18 @@ class _BranchingInjector(injection.Injector):
         """After the ending's checkpoint: an item in a state met before inherits the deletes."""
         if self.sweep.store is None or (self.injected is None and not self.baseline):
             return
-        rest = f"deletes after {run.ending}"
         if self.baseline:
             digest = self._digest(run)
             if digest is not None:
-                self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
+                self.marks.append(memo.Mark.of(run, memo.key(digest, _deletes(run.ending))))
             return
-        left, digest = self._inherit(run, [run.ending], f"after-{run.ending}",
-                                     lambda ending: f"deletes after {ending}")
+        left, digest, inherited = self._inherit(run, [run.ending], f"after-{run.ending}", _deletes)
         if not left:  # its rest from VERIFY_RESIZE: its ending, then the deletes it inherited
-            self._store(run, f"item {self._item(run.ending).id}",
-                        self.sweep.store.get(memo.key(digest, rest)))
+            self._store(run, f"item {self._item(run.ending).id}", inherited[run.ending])
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             os._exit(0)
         if digest is not None:
-            self.marks.append(memo.Mark.of(run, memo.key(digest, rest)))
+            self.marks.append(memo.Mark.of(run, memo.key(digest, _deletes(run.ending))))
 
     def _item(self, ending) -> Item:
         """This process's item with ``ending``."""
@@ -356,34 +356,36 @@ class _BranchingInjector(injection.Injector):
 
     def _inherit(self, run, endings, where, rest_of=lambda ending: ending) -> tuple:
         """At checkpoint ``where``, write the items of ``endings`` whose continuation
-        (``rest_of(ending)``) is stored: ``(the endings left to run, the state's digest or None)``."""
+        (``rest_of(ending)``) is stored: ``(the endings left to run, the state's digest or
+        None, {ending: the continuation it inherited})``."""
         inj = self.injection
         reached = {cp.name for cp in run.result.checkpoints}
         if (self.sweep.store is None or self.paused or not inj.fired_at
                 or any(self.tracer.on_release.values())
                 or any(f"after-injection@{h}" not in reached for h in inj.hosts)):
-            return endings, None  # the injection is not over: its item runs in full
+            return endings, None, {}  # the injection is not over: its item runs in full
         digest = self._digest(run)
         if digest is None:
-            return endings, None
-        rest = []
+            return endings, None, {}
+        left, inherited = [], {}
         for ending in endings:
             key = memo.key(digest, rest_of(ending))
             continuation = self.sweep.store.get(key)
             if continuation is None:
-                rest.append(ending)
+                left.append(ending)
                 continue
-            record = campaign.judge(self._item(ending), memo.Inherited(run, continuation, ending), inj,
-                                    self.sweep.traces, None, self.injected[2])
+            inherited[ending] = continuation
+            record = campaign.judge(self._item(ending), memo.Inherited(run, continuation, ending),
+                                    inj, self.sweep.traces, self.sweep.entries, self.injected[2])
             record.memo = f"{continuation.source}, from {where} on (key {key[:12]})"
             self.sweep.write(record)
-        return rest, digest
+        return left, digest, inherited
 
     def _branch_endings(self, run, point, target):
         """At VERIFY_RESIZE (a target-child): endings whose continuation is stored are
         judged at once; fork the other endings, run the first here."""
         endings = [i.ending for i in self.sweep.items_at(point.id) if i.target == target]
-        endings, digest = self._inherit(run, endings, run.operation.mid)
+        endings, digest, _ = self._inherit(run, endings, run.operation.mid)
         if not endings:
             self.sweep.brancher.reap(block=True)
             os._exit(0)
@@ -406,12 +408,17 @@ class _BranchingInjector(injection.Injector):
                 run.ending = ending
                 item = self._item(ending)
                 self.sweep.write(campaign.judge(item, run, self.injection, self.sweep.traces,
-                                                None, started))
+                                                self.sweep.entries, started))
                 self._store(run, f"item {item.id}")
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             code = 0
         finally:
             os._exit(code)
+
+
+def _deletes(ending: str) -> str:
+    """The rest of an item after its ending's checkpoint: the deletes (a memo key's script)."""
+    return f"deletes after {ending}"
 
 
 def sweep(items, traces, jobs, backend, on_result, timeout, parents=None, memo=True) -> list:
