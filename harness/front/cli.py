@@ -11,7 +11,7 @@ import os
 import sys
 
 from harness.errors import UsageError
-from harness.front import commands, console, run_command
+from harness.front import commands, console, run_command, upstream_commands
 from harness.front.console import EXIT_USAGE
 
 
@@ -100,6 +100,18 @@ def build_parser():
     sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME], as printed")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_replay)
+    sp = sub.add_parser("export", help="write one item as a standalone Nova regression test "
+                        "(Nova's own fixtures only; resize and cold migration, the whole periodic)")
+    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")
+    sp.add_argument("--out", default=".", help="directory to write the test module in (default: .)")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=upstream_commands.cmd_export)
+    sp = sub.add_parser("report", help="an upstream-ready bug text for one item: steps, "
+                        "expected vs actual, the calls around the point, the cause, the replay")
+    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")
+    sp.add_argument("--out", help="write it here (default: print it)")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=upstream_commands.cmd_report)
     sp = sub.add_parser("rejudge", help="judge a JSON report again against the known-findings "
                         "file (after reviewing findings); runs nothing")
     sp.add_argument("report", help="a report written by 'run --json'")

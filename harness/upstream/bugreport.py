@@ -1,0 +1,82 @@
+"""An upstream-ready bug text for one item (``nova-chaos report``)."""
+from __future__ import annotations
+
+
+def render(item, scen, record, found, exported) -> str:
+    import nova.version
+    entry = exported.entry
+    trace = record.trace
+    at = trace.index(item.point) if item.point in trace else -1
+    around = [f"    {'>>' if i == at else '  '} {trace[i]}"
+              for i in range(max(0, at - 4), min(len(trace), at + 5))] or ["    (not reached)"]
+    wrong = [f"- {f['checkpoint']}: {f['where']}: expected {f['expected']}, seen {f['seen']}"
+             for f in record.findings]
+    from harness.upstream.export import targets_of
+    targets = targets_of(item, found)
+    summary = _summary(item, scen, record, found, targets)
+    steps = [f"{i}. boot {b.server} (flavor {b.flavor}: {_flavor(scen.flavors[b.flavor])})"
+             + (f" on {b.host}" if b.host else "") for i, b in enumerate(scen.boots, 1)]
+    n = len(steps)
+    for move in scen.moves:
+        n += 1
+        steps.append(f"{n}. {move.op} {move.server}"
+                     + (f" to flavor {move.flavor} ({_flavor(scen.flavors[move.flavor])})"
+                        if move.op == "resize" else ""))
+    steps.append(f"{n + 1}. while it runs, update_available_resource runs on "
+                 f"{' and '.join(targets)} right before call {found.nth} of {found.callee} "
+                 f"by {found.host} (the point below)")
+    steps.append(f"{n + 2}. {item.ending} the move, then delete the servers")
+    hosts = [f"- {h.name}: {len(h.cells)} NUMA cells, {h.cores} cores x {h.threads} threads; "
+             + "; ".join(f"cell {c.id}: CPUs {list(c.cpus)}, {c.memory_mb} MiB"
+                         + "".join(f", {n} x {s} KiB pages" for s, n in sorted(c.hugepages.items()))
+                         for c in h.cells) for h in scen.hosts]
+    lines = [
+        f"Summary: {summary}",
+        "",
+        f"Nova version: {nova.version.version_string()} (in-process functional environment, "
+        "libvirt driver on a fake libvirt)",
+        f"cpu_dedicated_set = {_set(scen.cpu_sets.dedicated)}, "
+        f"cpu_shared_set = {_set(scen.cpu_sets.shared)}",
+        "Hosts:", *hosts,
+        "",
+        "Steps to reproduce:", *steps,
+        "",
+        "Expected: after the ending and after the deletes, each host's resource tracker and "
+        "placement account exactly what the flavors of the servers it holds ask for, before "
+        "any further periodic run.",
+        "",
+        f"Actual ({record.verdict} in nova-chaos):", *(wrong or ["- nothing wrong was seen"]),
+        "",
+        "The calls around the point (>>), as the harness's tracer names them:", *around,
+        "",
+        "Cause: " + (entry.reason if entry is not None else "not reviewed yet"),
+        *([f"Related bug: {entry.bug}"] if entry is not None and entry.bug else []),
+        "",
+        f"Reproduce with nova-chaos: {item.replay_command()}",
+        f"Regression test (Nova's fixtures only): {exported.module_name}.py, "
+        f"{exported.test_id} (nova-chaos export '{item.id}')",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _summary(item, scen, record, found, targets) -> str:
+    """The first wrong value after the ending (else anywhere), and when it happens."""
+    after = [f for f in record.findings if f["checkpoint"] == f"after-{item.ending}"]
+    first = (after or record.findings or [None])[0]
+    what = (f"{first['where']} is {first['seen']} instead of {first['expected']}"
+            if first else "nothing wrong is seen")
+    callee = found.callee.rsplit(".", 2)
+    move = "cold migration" if scen.subject.op == "migrate" else "resize"
+    return (f"After a {item.ending}ed {move}, "
+            f"{what} ({first['checkpoint'] if first else 'every check'}) when "
+            f"update_available_resource runs on {' and '.join(targets)} as {found.host} "
+            f"calls {'.'.join(callee[-2:])}")
+
+
+def _flavor(f) -> str:
+    specs = ", ".join(f"{k}={v}" for k, v in sorted(f.extra_specs.items()))
+    return f"{f.vcpus} vCPUs, {f.memory_mb} MiB" + (f", {specs}" if specs else "")
+
+
+def _set(cpus) -> str:
+    return ",".join(str(c) for c in sorted(cpus)) or "(unset)"
