@@ -102,7 +102,10 @@ def build_parser():
     sp.set_defaults(fn=commands.cmd_replay)
     sp = sub.add_parser("export", help="write one item as a standalone Nova regression test "
                         "(Nova's own fixtures only; resize and cold migration, the whole periodic)")
-    sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")
+    sp.add_argument("id", nargs="?", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")
+    sp.add_argument("--all-hard", action="store_true",
+                    help="instead of one item: one per reviewed hard finding, each with its bug "
+                    "text (.txt) and an index (README.md); docs/upstream is made so")
     sp.add_argument("--out", default=".", help="directory to write the test module in (default: .)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_export)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from harness.errors import UsageError
 from harness.front import console
 from harness.front.console import EXIT_OK
 
@@ -33,16 +34,32 @@ def _prepare(item_id: str, args):
 
 
 def cmd_export(args) -> int:
-    from harness import files
     from harness.upstream import export
-    item, scen, record, found = _prepare(args.id, args)
-    out = export.build(item, scen, record, found)
-    path = os.path.join(args.out, out.module_name + ".py")
+    if args.id is None and not args.all_hard:
+        raise UsageError("export needs an item id, or --all-hard")
+    ids = [i.id for i in export.hard_items()] if args.all_hard else [args.id]
     os.makedirs(args.out, exist_ok=True)
-    files.atomic_write(path, out.text)
-    print(f"wrote {path}: {out.test_id} (the harness: {record.verdict})", file=console.OUT)
-    print(f"run it: cd {args.out} && python -m testtools.run {out.module_name}", file=console.OUT)
+    index = []
+    for item_id in ids:
+        item, scen, record, found = _prepare(item_id, args)
+        out = export.build(item, scen, record, found)
+        _write(args.out, out.module_name + ".py", out.text)
+        print(f"wrote {os.path.join(args.out, out.module_name)}.py: {out.test_id} "
+              f"(the harness: {record.verdict})", file=console.OUT)
+        if args.all_hard:
+            from harness.upstream import bugreport
+            _write(args.out, out.module_name + ".txt",
+                   bugreport.render(item, scen, record, found, out))
+            index.append(out)
+    if args.all_hard:
+        _write(args.out, "README.md", export.index(index))
+    print(f"run: cd {args.out} && python -m testtools.run MODULE", file=console.OUT)
     return EXIT_OK
+
+
+def _write(directory: str, name: str, text: str) -> None:
+    from harness import files
+    files.atomic_write(os.path.join(directory, name), text)
 
 
 def cmd_report(args) -> int:

@@ -80,6 +80,23 @@ def targets_of(item: Item, found: trigger.Found) -> list:
     return [found.run.tracer.hosts[r] for r in _TARGET_ROLES[item.target]]
 
 
+def hard_items() -> list:
+    """One item per reviewed hard finding export supports (a scenario and a
+    mechanism): the entry's first point, target and ending."""
+    from harness import scenario as scenario_mod
+    out = {}
+    for e in known.load():
+        if e.klass != "hard" or e.fault not in ("*", faults.DEFAULT_FAULT) or e.mutation not in ("*", "none"):
+            continue
+        endings = [x for x in e.endings if x in ENDINGS]
+        for name in e.scenarios:
+            if not endings or scenario_mod.load(name).operation.name != "resize":
+                continue
+            out.setdefault((name, e.reason), Item(name, e.points[0], e.targets[0], endings[0],
+                                                  window=e.window))
+    return list(out.values())
+
+
 def _callee(point_id: str) -> str:
     return point_id.split(">", 1)[1].replace("#", "_")
 
@@ -198,7 +215,10 @@ def _render(item, scen, record, found, targets, entry, cls, method, expected) ->
         f"FLAVORS = {fmt(_flavors(scen))}",
         f"CALLEE = {found.callee!r}",
         f"DETAIL = {found.detail!r}",
-        f"EXPECTED = {fmt(expected)}", "", "",
+        f"EXPECTED = {fmt(expected)}",
+        "#: what nova-chaos reported for this item: (checkpoint, check, where, expected, seen)",
+        f"HARNESS_SAW = {fmt([(f['checkpoint'], f['check'], f['where'], f['expected'], f['seen']) for f in record.findings])}",
+        "", "",
         f"class {cls}(MoveTestBase):",
         "",
         f"    def {method}(self):",
@@ -212,3 +232,28 @@ def _check_lines(name: str, expected: dict, converge: bool = False) -> list:
     if converge:
         out.append(f"        self.check_converged({name!r})")
     return out
+
+
+def index(exported: list) -> str:
+    """The README of a directory of exported tests (``export --all-hard``)."""
+    lines = ["# Nova regression tests exported by nova-chaos",
+             "",
+             "One standalone test per reviewed hard finding of the harness on this Nova "
+             "(written by `nova-chaos export --all-hard --out docs/upstream`; "
+             "`tests/test_export.py` regenerates a sample and compares). Each module uses "
+             "Nova's own test fixtures only: copy it into `nova/tests/functional/regressions/` "
+             "or run it where Nova is installed:",
+             "",
+             "```sh",
+             "cd docs/upstream && python -m testtools.run test_chaos_pinned_hugepages_revert_19e78408",
+             "```",
+             "",
+             "Each `.txt` beside a module is its upstream-ready bug text (`nova-chaos report ID`).",
+             "",
+             "| module | item | harness | mechanism |",
+             "|---|---|---|---|"]
+    for out in exported:
+        reason = out.entry.reason if out.entry is not None else ""
+        lines.append(f"| `{out.module_name}` | `{out.item.id}` | {out.record.verdict} | "
+                     f"{reason.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
