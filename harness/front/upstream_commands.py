@@ -38,7 +38,6 @@ def cmd_export(args) -> int:
     if args.id is None and not args.all_hard:
         raise UsageError("export needs an item id, or --all-hard")
     ids = [i.id for i in export.hard_items()] if args.all_hard else [args.id]
-    os.makedirs(args.out, exist_ok=True)
     index = []
     for item_id in ids:
         item, scen, record, found = _prepare(item_id, args)
@@ -59,6 +58,7 @@ def cmd_export(args) -> int:
 
 def _write(directory: str, name: str, text: str) -> None:
     from harness import files
+    os.makedirs(directory, exist_ok=True)  # only once there is something to write
     files.atomic_write(os.path.join(directory, name), text)
 
 
