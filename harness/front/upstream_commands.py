@@ -38,10 +38,17 @@ def cmd_export(args) -> int:
     if args.id is None and not args.all_hard:
         raise UsageError("export needs an item id, or --all-hard")
     ids = [i.id for i in export.hard_items()] if args.all_hard else [args.id]
-    index = []
+    index, skipped = [], []
     for item_id in ids:
-        item, scen, record, found = _prepare(item_id, args)
-        out = export.build(item, scen, record, found)
+        try:
+            item, scen, record, found = _prepare(item_id, args)
+            out = export.build(item, scen, record, found)
+        except UsageError as exc:
+            if not args.all_hard:
+                raise
+            skipped.append((item_id, str(exc)))
+            print(f"not exported: {exc}", file=console.OUT)
+            continue
         _write(args.out, out.module_name + ".py", out.text)
         print(f"wrote {os.path.join(args.out, out.module_name)}.py: {out.test_id} "
               f"(the harness: {record.verdict})", file=console.OUT)
@@ -51,7 +58,7 @@ def cmd_export(args) -> int:
                    bugreport.render(item, scen, record, found, out))
             index.append(out)
     if args.all_hard:
-        _write(args.out, "README.md", export.index(index))
+        _write(args.out, "README.md", export.index(index, skipped))
     print(f"run: cd {args.out} && python -m testtools.run MODULE", file=console.OUT)
     return EXIT_OK
 

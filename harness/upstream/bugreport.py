@@ -1,6 +1,8 @@
 """An upstream-ready bug text for one item (``nova-chaos report``)."""
 from __future__ import annotations
 
+from harness.upstream.export import seen_of, targets_of
+
 
 def render(item, scen, record, found, exported) -> str:
     import nova.version
@@ -9,9 +11,8 @@ def render(item, scen, record, found, exported) -> str:
     at = trace.index(item.point) if item.point in trace else -1
     around = [f"    {'>>' if i == at else '  '} {trace[i]}"
               for i in range(max(0, at - 4), min(len(trace), at + 5))] or ["    (not reached)"]
-    wrong = [f"- {f['checkpoint']}: {f['where']}: expected {f['expected']}, seen {f['seen']}"
+    wrong = [f"- {f['checkpoint']}: {f['where']}: expected {f['expected']}, seen {seen_of(f)}"
              for f in record.findings]
-    from harness.upstream.export import targets_of
     targets = targets_of(item, found)
     summary = _summary(item, scen, record, found, targets)
     steps = [f"{i}. boot {b.server} (flavor {b.flavor}: {_flavor(scen.flavors[b.flavor])})"
@@ -63,7 +64,7 @@ def _summary(item, scen, record, found, targets) -> str:
     """The first wrong value after the ending (else anywhere), and when it happens."""
     after = [f for f in record.findings if f["checkpoint"] == f"after-{item.ending}"]
     first = (after or record.findings or [None])[0]
-    what = (f"{first['where']} is {first['seen']} instead of {first['expected']}"
+    what = (f"{first['where']} is {seen_of(first)} instead of {first['expected']}"
             if first else "nothing wrong is seen")
     callee = found.callee.rsplit(".", 2)
     move = "cold migration" if scen.subject.op == "migrate" else "resize"

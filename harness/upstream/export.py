@@ -59,10 +59,6 @@ def build(item: Item, scen, record, found: trigger.Found) -> Exported:
     if found.nth is None or found.host is None:
         raise UsageError(f"{item.id}: the uninjected run never reached the point from the "
                          "move's request on: nothing to stub")
-    deferred = [f for f in record.fired if "deferred" in f]
-    if deferred:
-        raise UsageError(f"{item.id}: the periodic was deferred to a lock's release "
-                         f"({', '.join(deferred)}); export cannot stub that yet")
     run = found.run  # the item's own run: the hosts Nova chose, as the harness saw them
     targets = targets_of(item, found)
     entry = next((e for e in known.load() if e.applies(item)), None)
@@ -78,6 +74,14 @@ def build(item: Item, scen, record, found: trigger.Found) -> Exported:
 def targets_of(item: Item, found: trigger.Found) -> list:
     """The hosts the item's periodic runs on."""
     return [found.run.tracer.hosts[r] for r in _TARGET_ROLES[item.target]]
+
+
+def seen_of(finding: dict) -> str:
+    """A finding's seen value as a stable text: log lines carry times and request
+    ids, so for them the exceptions they end in (the known-findings value)."""
+    if finding["check"] == "logs" or finding["where"].startswith("log lines"):
+        return finding["value"]
+    return finding["seen"]
 
 
 def hard_items() -> list:
@@ -171,7 +175,7 @@ def _docstring(item, scen, record, entry, found, targets) -> str:
               "",
               f"What the harness saw ({record.verdict}):"]
     findings = [f"    {f['checkpoint']}: [{f['check']}] {f['where']}: expected {f['expected']}, "
-                f"seen {f['seen']}" for f in record.findings] or ["    nothing wrong"]
+                f"seen {seen_of(f)}" for f in record.findings] or ["    nothing wrong"]
     lines += findings[:12] + ([f"    ... and {len(findings) - 12} more"] if len(findings) > 12 else [])
     lines += ["", "Each check compares Nova's accounting (the compute nodes as saved, placement)",
               "with what the flavors say each host holds, before any periodic.",
@@ -191,7 +195,7 @@ def _render(item, scen, record, found, targets, entry, cls, method, expected) ->
     body += ["        # the point: run the periodic there, as production's could",
              "        trigger = self.useFixture(Trigger(",
              f"            CALLEE, DETAIL, {found.host!r}, nth={found.nth},",
-             f"            action=lambda: [self.periodic(host) for host in {targets!r}]))",
+             f"            action=lambda: self.periodic_at_point({targets!r})))",
              "        trigger.arm()"]
     for move in scen.moves:
         if move.op == "resize":
@@ -217,7 +221,7 @@ def _render(item, scen, record, found, targets, entry, cls, method, expected) ->
         f"DETAIL = {found.detail!r}",
         f"EXPECTED = {fmt(expected)}",
         "#: what nova-chaos reported for this item: (checkpoint, check, where, expected, seen)",
-        f"HARNESS_SAW = {fmt([(f['checkpoint'], f['check'], f['where'], f['expected'], f['seen']) for f in record.findings])}",
+        f"HARNESS_SAW = {fmt([(f['checkpoint'], f['check'], f['where'], f['expected'], seen_of(f)) for f in record.findings])}",
         "", "",
         f"class {cls}(MoveTestBase):",
         "",
@@ -234,7 +238,7 @@ def _check_lines(name: str, expected: dict, converge: bool = False) -> list:
     return out
 
 
-def index(exported: list) -> str:
+def index(exported: list, skipped: list = ()) -> str:
     """The README of a directory of exported tests (``export --all-hard``)."""
     lines = ["# Nova regression tests exported by nova-chaos",
              "",
@@ -256,4 +260,6 @@ def index(exported: list) -> str:
         reason = out.entry.reason if out.entry is not None else ""
         lines.append(f"| `{out.module_name}` | `{out.item.id}` | {out.record.verdict} | "
                      f"{reason.replace('|', '/')} |")
+    if skipped:
+        lines += ["", "Not exported:", ""] + [f"- `{i}`: {why}" for i, why in skipped]
     return "\n".join(lines) + "\n"

@@ -7,11 +7,13 @@ count the calls at a point with the very code the exported test counts
 them with (harness.upstream.trigger).
 """
 import collections
+import contextlib
 import inspect
 import importlib
 import os
 import re
 import sys
+import threading
 import time
 
 import fixtures
@@ -205,20 +207,43 @@ def _api_paste_config():
 
 class PerHostLocks(fixtures.Fixture):
     """One ``compute_resources`` lock per compute host, as in production (one
-    nova-compute process each); in-process they would share one, and a
-    periodic run on one host while another's resource tracker holds it
-    would wait for ever."""
+    nova-compute process each); in-process they would share one.
+
+    A periodic asked for on a host whose lock this very thread holds (the
+    point is inside a resource-tracker critical section) runs as soon as the
+    lock is released, as production's periodic, blocked on it, would:
+    :meth:`run_or_defer`.
+    """
 
     def _setUp(self):
         from oslo_concurrency import lockutils
         real = lockutils.lock
+        self.held = {}                                    # lock name -> thread ident
+        self.on_release = collections.defaultdict(list)   # lock name -> callbacks
+        locks = self
 
+        @contextlib.contextmanager
         def lock(name, *args, **kwargs):
             if name == "compute_resources":
                 host = host_of_call(sys._getframe(1))
                 name = f"{name}@{host}" if host else name
-            return real(name, *args, **kwargs)
+            with real(name, *args, **kwargs) as acquired:
+                locks.held[name] = threading.get_ident()
+                try:
+                    yield acquired
+                finally:
+                    locks.held.pop(name, None)
+            for callback in locks.on_release.pop(name, ()):
+                callback()
         self.useFixture(fixtures.MonkeyPatch("oslo_concurrency.lockutils.lock", lock))
+
+    def run_or_defer(self, host, fn):
+        """``fn()`` now, or at the release of ``host``'s lock if this thread holds it."""
+        name = f"compute_resources@{host}"
+        if self.held.get(name) == threading.get_ident():
+            self.on_release[name].append(fn)
+        else:
+            fn()
 
 
 class MoveTestBase(base.ServersTestBase):
@@ -242,7 +267,7 @@ class MoveTestBase(base.ServersTestBase):
         super().setUp()
         self.useFixture(fixtures.Timeout(TIMEOUT, gentle=True))  # a stuck run fails, never hangs
         self.problems = []
-        self.useFixture(PerHostLocks())
+        self.locks = self.useFixture(PerHostLocks())
         self.useFixture(fixtures.MonkeyPatch("nova.virt.libvirt.host.Host.get_online_cpus",
                                              _REAL_ONLINE_CPUS))
         from nova.virt.libvirt import utils as libvirt_utils
@@ -301,6 +326,11 @@ class MoveTestBase(base.ServersTestBase):
 
     def periodic(self, host):
         self.computes[host].manager.update_available_resource(nova_context.get_admin_context())
+
+    def periodic_at_point(self, hosts):
+        """The injected periodic on each of ``hosts``, through its lock as production's."""
+        for host in hosts:
+            self.locks.run_or_defer(host, lambda host=host: self.periodic(host))
 
     def delete_all(self):
         for name, server_id in self.servers.items():
