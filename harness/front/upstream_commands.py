@@ -57,10 +57,36 @@ def cmd_export(args) -> int:
             _write(args.out, out.module_name + ".txt",
                    bugreport.render(item, scen, record, found, out))
             index.append(out)
-    if args.all_hard:
-        _write(args.out, "README.md", export.index(index, skipped))
+    if args.all_hard:  # each shipped test's outcome on this Nova, in the index
+        outcomes = {out.module_name: _outcome(args.out, out.module_name) for out in index}
+        _write(args.out, "README.md", export.index(index, skipped, outcomes))
     print(f"run: cd {args.out} && python -m testtools.run MODULE", file=console.OUT)
     return EXIT_OK
+
+
+def _outcome(directory: str, module: str) -> str:
+    """Run an exported module as a Nova developer would; what it says, in one line."""
+    import subprocess
+    import sys
+    import time
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "testtools.run", module], cwd=directory,
+                              capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    except subprocess.TimeoutExpired:
+        return "stuck: no result in 600 s"
+    text = proc.stdout + proc.stderr
+    wrong = [ln.strip() for ln in text.splitlines() if ln.startswith("  ") and ": expected " in ln]
+    refused = [ln.strip() for ln in text.splitlines() if "the API refused" in ln]
+    if proc.returncode == 0:
+        outcome = "passes"
+    elif wrong or refused:
+        outcome = (f"fails: {len(wrong)} wrong values, first `{(wrong or refused)[0][:160]}`")
+    else:
+        outcome = f"errors: {(text.strip().splitlines() or ['?'])[-1][:160]}"
+    print(f"ran {module}: {outcome} ({time.monotonic() - started:.1f} s)", file=console.OUT)
+    return outcome
 
 
 def _write(directory: str, name: str, text: str) -> None:

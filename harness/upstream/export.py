@@ -238,9 +238,12 @@ def _check_lines(name: str, expected: dict, converge: bool = False) -> list:
     return out
 
 
-def index(exported: list, skipped: list = ()) -> str:
+def index(exported: list, skipped: list = (), outcomes: dict | None = None) -> str:
     """The README of a directory of exported tests (``export --all-hard``)."""
+    import nova.version
     lines = ["# Nova regression tests exported by nova-chaos",
+             "",
+             f"Made against Nova {nova.version.version_string()}.",
              "",
              "One standalone test per reviewed hard finding of the harness on this Nova "
              "(written by `nova-chaos export --all-hard --out docs/upstream`; "
@@ -254,12 +257,13 @@ def index(exported: list, skipped: list = ()) -> str:
              "",
              "Each `.txt` beside a module is its upstream-ready bug text (`nova-chaos report ID`).",
              "",
-             "| module | item | harness | mechanism |",
-             "|---|---|---|---|"]
+             "| module | item | harness | on this Nova | mechanism |",
+             "|---|---|---|---|---|"]
     for out in exported:
         reason = out.entry.reason if out.entry is not None else ""
+        outcome = (outcomes or {}).get(out.module_name, "not run")
         lines.append(f"| `{out.module_name}` | `{out.item.id}` | {out.record.verdict} | "
-                     f"{reason.replace('|', '/')} |")
+                     f"{outcome.replace('|', '/')} | {reason.replace('|', '/')} |")
     if skipped:
         lines += ["", "Not exported:", ""] + [f"- `{i}`: {why}" for i, why in skipped]
     return "\n".join(lines) + "\n"
