@@ -73,17 +73,9 @@ def _environment_class():
     if _ENV_CLASS is not None:
         return _ENV_CLASS
     from nova.tests.functional.libvirt import base
-    from nova.virt.libvirt import host as libvirt_host
-    from oslo_utils import fileutils
 
     from fake_driver.host import FakeLibvirtHost
-
-    real_online_cpus = libvirt_host.Host.get_online_cpus
-
-    def create_image(self, context, instance, *args, **kwargs):
-        from nova.virt.libvirt import utils as libvirt_utils
-        fileutils.ensure_tree(libvirt_utils.get_instance_path(instance))
-        return (False, False)
+    from harness.upstream import prelude  # before base's setUp mocks the online CPUs
 
     class NovaEnvironment(base.ServersTestBase):
         """Nova's libvirt functional base, used as an environment, not a test."""
@@ -104,14 +96,8 @@ def _environment_class():
 
         def setUp(self):
             super().setUp()
-            self.useFixture(fixtures.MonkeyPatch(
-                "nova.virt.libvirt.host.Host.get_online_cpus", real_online_cpus))
-            self.useFixture(fixtures.MonkeyPatch(
-                "nova.virt.libvirt.LibvirtDriver._create_image", create_image))
-            self.useFixture(fixtures.MockPatch(
-                "nova.virt.libvirt.LibvirtDriver._get_instance_disk_info", return_value=[]))
-            self.useFixture(fixtures.MockPatch(
-                "nova.virt.libvirt.LibvirtDriver._is_path_shared_with", return_value=True))
+            # the same stubs an exported regression test carries (harness.upstream)
+            self.useFixture(prelude.HostStubs())
             from harness.cloud.hostctx import HostAwareConf
             for module in ("nova.compute.manager", "nova.virt.libvirt.driver"):
                 conf = sys.modules[module].CONF

@@ -205,6 +205,27 @@ def _api_paste_config():
     return None
 
 
+class HostStubs(fixtures.Fixture):
+    """The host's CPUs and disks as nova-chaos's cloud stubs them (it uses this class):
+    the online CPUs are the fake host's own (Nova's base says 0-15); images, disk
+    info and shared storage are stubbed so the driver's real resize path runs."""
+
+    def _setUp(self):
+        from nova.virt.libvirt import utils as libvirt_utils
+        self.useFixture(fixtures.MonkeyPatch("nova.virt.libvirt.host.Host.get_online_cpus",
+                                             _REAL_ONLINE_CPUS))
+
+        def create_image(driver, context, instance, *args, **kwargs):
+            os.makedirs(libvirt_utils.get_instance_path(instance), exist_ok=True)
+            return False, False
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.virt.libvirt.LibvirtDriver._create_image", create_image))
+        self.useFixture(fixtures.MockPatch(
+            "nova.virt.libvirt.LibvirtDriver._get_instance_disk_info", return_value=[]))
+        self.useFixture(fixtures.MockPatch(
+            "nova.virt.libvirt.LibvirtDriver._is_path_shared_with", return_value=True))
+
+
 class PerHostLocks(fixtures.Fixture):
     """One ``compute_resources`` lock per compute host, as in production (one
     nova-compute process each); in-process they would share one.
@@ -268,19 +289,7 @@ class MoveTestBase(base.ServersTestBase):
         self.useFixture(fixtures.Timeout(TIMEOUT, gentle=True))  # a stuck run fails, never hangs
         self.problems = []
         self.locks = self.useFixture(PerHostLocks())
-        self.useFixture(fixtures.MonkeyPatch("nova.virt.libvirt.host.Host.get_online_cpus",
-                                             _REAL_ONLINE_CPUS))
-        from nova.virt.libvirt import utils as libvirt_utils
-
-        def create_image(driver, context, instance, *args, **kwargs):
-            os.makedirs(libvirt_utils.get_instance_path(instance), exist_ok=True)
-            return False, False
-        self.useFixture(fixtures.MonkeyPatch(
-            "nova.virt.libvirt.LibvirtDriver._create_image", create_image))
-        self.useFixture(fixtures.MockPatch(
-            "nova.virt.libvirt.LibvirtDriver._get_instance_disk_info", return_value=[]))
-        self.useFixture(fixtures.MockPatch(
-            "nova.virt.libvirt.LibvirtDriver._is_path_shared_with", return_value=True))
+        self.useFixture(HostStubs())
 
     def start_hosts(self, hosts, dedicated, shared, same_host):
         self.flags(cpu_dedicated_set=dedicated, cpu_shared_set=shared, group="compute")
