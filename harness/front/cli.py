@@ -106,7 +106,8 @@ def build_parser():
     sp.add_argument("--all-hard", action="store_true",
                     help="instead of one item: one per reviewed hard finding, each with its bug "
                     "text (.txt) and an index (README.md); docs/upstream is made so")
-    sp.add_argument("--out", default=".", help="directory to write the test module in (default: .)")
+    sp.add_argument("--out", default=".", help="directory to write the test module (and its bug "
+                    "text, MODULE.txt) in (default: .)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_export)
     sp = sub.add_parser("report", help="an upstream-ready bug text for one item: steps, "

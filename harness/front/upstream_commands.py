@@ -49,14 +49,12 @@ def cmd_export(args) -> int:
             skipped.append((item_id, str(exc)))
             print(f"not exported: {exc}", file=console.OUT)
             continue
+        from harness.upstream import bugreport
         _write(args.out, out.module_name + ".py", out.text)
+        _write(args.out, out.module_name + ".txt", bugreport.render(item, scen, record, found, out))
         print(f"wrote {os.path.join(args.out, out.module_name)}.py: {out.test_id} "
-              f"(the harness: {record.verdict})", file=console.OUT)
-        if args.all_hard:
-            from harness.upstream import bugreport
-            _write(args.out, out.module_name + ".txt",
-                   bugreport.render(item, scen, record, found, out))
-            index.append(out)
+              f"(the harness: {record.verdict}), and its bug text (.txt)", file=console.OUT)
+        index.append(out)
     if args.all_hard:  # each shipped test's outcome on this Nova, in the index
         outcomes = {out.module_name: _outcome(args.out, out.module_name) for out in index}
         _write(args.out, "README.md", export.index(index, skipped, outcomes))
