@@ -6,6 +6,10 @@ a Nova tree or against an installed Nova. The harness also imports it, to
 count the calls at a point with the very code the exported test counts
 them with (harness.upstream.trigger).
 """
+# first of Nova: its functional test package sets up the concurrency mode (eventlet or
+# native threads, OS_NOVA_DISABLE_EVENTLET_PATCHING) before anything imports eventlet
+import nova.tests.functional  # noqa: F401
+
 import collections
 import contextlib
 import inspect
