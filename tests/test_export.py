@@ -26,6 +26,7 @@ UPSTREAM = os.path.join(ROOT, "docs", "upstream")
 RUNNER = """
 import sys, unittest
 sys.path[:0] = [{root!r}, '.']
+import nova.tests.functional  # first, as the exported module does: Nova's concurrency mode
 if {mutation!r}:
     from harness.cloud import mutations
     mutations.get({mutation!r})().setUp()
