@@ -36,6 +36,9 @@ _THREAD_BASES = {("oslo_messaging.rpc.server", "_process_incoming")}
 _REAL_ONLINE_CPUS = libvirt_host.Host.get_online_cpus
 #: seconds a test may take before it fails as stuck
 TIMEOUT = 300
+#: what an accounting error logs (the periodic logs its errors, it does not raise them)
+LOG_PATTERNS = ("CPUUnpinningInvalid", "CPUPinningInvalid", "Error updating resources for node",
+                "MemoryPagesUnsupported|MemoryPageSizeNotSupported")
 
 
 def host_of_call(frame):
@@ -183,6 +186,15 @@ def differences(expected, seen):
             for what in expected if seen.get(what) != expected[what]]
 
 
+def _causes(lines, i):
+    """The exception a traceback right under log line ``i`` ends in, if one does."""
+    if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
+        last = next((line for line in lines[i + 2:] if not line.startswith(" ")), "")
+        if last:
+            return [last.split(":", 1)[0].rsplit(".", 1)[-1]]
+    return []
+
+
 def wait_settled(test, server_id, what, timeout=60.0):
     """Poll the API until the server has no task; fail unless it is ACTIVE."""
     deadline = time.monotonic() + timeout
@@ -307,6 +319,7 @@ class MoveTestBase(base.ServersTestBase):
         self.flavor_ids = {name: self._create_flavor(name=name, ephemeral=0, swap=0, **spec)
                            for name, spec in flavors.items()}
         self.servers = {}
+        self.log_seen = len(self.stdlog.logger.output)  # start-up warnings are not evidence
 
     def boot(self, name, flavor, host):
         server = self._create_server(name=name, flavor_id=self.flavor_ids[flavor], host=host,
@@ -341,9 +354,24 @@ class MoveTestBase(base.ServersTestBase):
         self.computes[host].manager.update_available_resource(nova_context.get_admin_context())
 
     def periodic_at_point(self, hosts):
-        """The injected periodic on each of ``hosts``, through its lock as production's."""
+        """The injected periodic on each of ``hosts``, through its lock as production's;
+        what it logged is checked right after it."""
+        def injected(host):
+            self.periodic(host)
+            self.check_logs(f"after-injection@{host}")
         for host in hosts:
-            self.locks.run_or_defer(host, lambda host=host: self.periodic(host))
+            self.locks.run_or_defer(host, lambda host=host: injected(host))
+
+    def check_logs(self, checkpoint):
+        """No accounting error logged since the last check; each named by its exceptions."""
+        text = self.stdlog.logger.output
+        lines, self.log_seen = text[self.log_seen:].splitlines(), len(text)
+        for pattern in LOG_PATTERNS:
+            hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+            if hits:
+                causes = sorted({c for i in hits for c in _causes(lines, i)})
+                self.problems.append(f"{checkpoint}: log lines matching {pattern!r}: "
+                                     f"{', '.join(causes) or 'no exception'}")
 
     def delete_all(self):
         for name, server_id in self.servers.items():
@@ -366,6 +394,7 @@ class MoveTestBase(base.ServersTestBase):
         """Nova's accounting now (no periodic in between) against ``expected``."""
         self.problems += [f"{checkpoint}: {line}"
                           for line in differences(expected, usage(self, self.hosts))]
+        self.check_logs(checkpoint)
 
     def check_converged(self, checkpoint):
         """A periodic on every host must change nothing Nova accounts."""
@@ -375,6 +404,7 @@ class MoveTestBase(base.ServersTestBase):
         after = usage(self, self.hosts)
         self.problems += [f"{checkpoint}: a periodic changed {what}: {before[what]!r} -> "
                           f"{after[what]!r}" for what in before if after[what] != before[what]]
+        self.check_logs(f"{checkpoint}, the periodic after it")
 
     def assertNoProblems(self):
         if self.problems:
