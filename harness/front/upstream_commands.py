@@ -75,12 +75,12 @@ def _outcome(directory: str, module: str) -> str:
     except subprocess.TimeoutExpired:
         return "stuck: no result in 600 s"
     text = proc.stdout + proc.stderr
-    wrong = [ln.strip() for ln in text.splitlines() if ln.startswith("  ") and ": expected " in ln]
-    refused = [ln.strip() for ln in text.splitlines() if "the API refused" in ln]
+    problems = [line.strip() for line in text.splitlines()
+                if line.startswith(("  after-", "  verify-"))]  # the failure's list (prelude)
     if proc.returncode == 0:
         outcome = "passes"
-    elif wrong or refused:
-        outcome = (f"fails: {len(wrong)} wrong values, first `{(wrong or refused)[0][:160]}`")
+    elif problems:
+        outcome = f"fails: {len(problems)} problems, first `{problems[0][:160]}`"
     else:
         outcome = f"errors: {(text.strip().splitlines() or ['?'])[-1][:160]}"
     print(f"ran {module}: {outcome} ({time.monotonic() - started:.1f} s)", file=console.OUT)
