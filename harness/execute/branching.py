@@ -58,7 +58,6 @@ def _fresh_hub():
 HOLD_ENV = "NOVA_CHAOS_SELFTEST_HOLD"
 
 
-
 class Slots:
     """``jobs`` CPU slots shared by a process tree: one ``flock``-ed file each.
 

@@ -15,6 +15,11 @@ from harness.explore.tracer import DEFAULT_WINDOW
 SEP = "/"
 
 
+def target_roles(target: str) -> tuple:
+    """The host roles an item's periodic runs on: ``both`` is the source and the dest."""
+    return ("source", "dest") if target == "both" else (target,)
+
+
 @dataclasses.dataclass(frozen=True)
 class Item:
     scenario: str

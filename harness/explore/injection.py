@@ -21,13 +21,12 @@ import dataclasses
 
 import fixtures
 
+from harness.execute.item import target_roles
 from harness.execute.runner import Hooks
 from harness.explore import faults, restart, split
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
 from harness.oracles import checks, views
-
-_TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}
 
 
 @dataclasses.dataclass
@@ -87,7 +86,7 @@ class Injector(fixtures.Fixture, Hooks):
         if faults.is_restart(inj.fault):
             restart.kill(self, point)  # never returns: the thread here is the dead host's
         inj.hosts = list(dict.fromkeys(self.tracer.host_of_role(r)
-                                       for r in _TARGET_ROLES[inj.target]))
+                                       for r in target_roles(inj.target)))
         for host in inj.hosts:
             lock = f"compute_resources@{host}"
             periodic = lambda h=host, how="now", stage=point.stage: self._periodic(h, how, stage)  # noqa: E731

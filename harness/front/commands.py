@@ -48,23 +48,37 @@ def cmd_points(args) -> int:
     return EXIT_OK
 
 
-def cmd_replay(args) -> int:
+def validated_item(item_id: str, args, refuse=None):
+    """An item id parsed and checked against its scenario, Nova loaded, its traces
+    discovered: (item, scenario, traces). Every bad part is one UsageError line.
+
+    ``refuse(scen, item)`` may refuse it further before Nova is loaded (export does)."""
     from harness import scenario
+    from harness.cloud import nova_support
     from harness.execute import campaign, discovery
     from harness.execute.item import Item
+    from harness.explore import faults
     from harness.oracles import known
-    item = Item.parse(args.id)
+    item = Item.parse(item_id)
     scen = scenario.load(item.scenario)
     known.load()
     campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window,
                       item.fault)
-    from harness.cloud import nova_support
-    from harness.explore import faults
+    if refuse:
+        refuse(scen, item)
     console.load(args)
     faults.check_backend(item.fault, nova_support.current_backend())
     traces = discovery.discover(scen, item.window, endings=[item.ending])
     campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
                       [item.point], item.mutation, item.window, item.fault)
+    return item, scen, traces
+
+
+def cmd_replay(args) -> int:
+    from harness.execute import campaign
+    from harness.explore import faults
+    from harness.oracles import known
+    item, _, traces = validated_item(args.id, args)
     result = campaign.run_item(item, traces, detail=True)
     at = result.trace.index(item.point) if item.point in result.trace else -1
     print(f"item {item.id}", file=console.OUT)

@@ -15,7 +15,7 @@ import collections
 import hashlib
 import html
 
-from harness.execute.item import Item
+from harness.execute.item import Item, target_roles
 
 #: calls shown either side of the point
 AROUND = 5
@@ -126,8 +126,7 @@ def _timeline(item: Item, r: dict, points: list) -> list:
     shown = points[max(0, at - AROUND):at + AROUND + 1]
     lanes = list(dict.fromkeys(["source", "dest", *(p.split(":", 1)[0] for p in shown)]))
     fired = "; ".join(r.get("fired", [])) or "did not fire"
-    struck = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}.get(
-        item.target, (item.target,))
+    struck = target_roles(item.target)
     out = ["<table class='timeline'><tr><th>#</th>"
            + "".join(f"<th>{_e(lane)}</th>" for lane in lanes) + "</tr>"]
     for n, point in enumerate(shown, max(0, at - AROUND) + 1):

@@ -11,24 +11,9 @@ from harness.front.console import EXIT_OK
 
 def _prepare(item_id: str, args):
     """Validate the item, run it (judged, with detail) counting its trigger."""
-    from harness import scenario
-    from harness.cloud import nova_support
-    from harness.execute import campaign, discovery
-    from harness.execute.item import Item
-    from harness.explore import faults
-    from harness.oracles import known
+    from harness.front.commands import validated_item
     from harness.upstream import export, trigger
-    item = Item.parse(item_id)
-    scen = scenario.load(item.scenario)
-    known.load()
-    campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window,
-                      item.fault)
-    export.refuse_unsupported(scen, item)
-    console.load(args)
-    faults.check_backend(item.fault, nova_support.current_backend())
-    traces = discovery.discover(scen, item.window, endings=[item.ending])
-    campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
-                      [item.point], item.mutation, item.window, item.fault)
+    item, scen, traces = validated_item(item_id, args, refuse=export.refuse_unsupported)
     found, record = trigger.find(scen, item, traces)
     return item, scen, record, found
 

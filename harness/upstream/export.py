@@ -10,6 +10,7 @@ every host. Expected values are literals in the module.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import inspect
@@ -18,14 +19,12 @@ import re
 import textwrap
 
 from harness.errors import UsageError
-from harness.execute.item import Item
+from harness.execute.item import Item, target_roles
 from harness.explore import faults
 from harness.oracles import known
-from harness.oracles.ledger import placement_resources
 from harness.upstream import trigger
 
 ENDINGS = ("confirm", "revert")
-_TARGET_ROLES = {"source": ("source",), "dest": ("dest",), "both": ("source", "dest")}
 
 
 @dataclasses.dataclass
@@ -73,7 +72,7 @@ def build(item: Item, scen, record, found: trigger.Found) -> Exported:
 
 def targets_of(item: Item, found: trigger.Found) -> list:
     """The hosts the item's periodic runs on."""
-    return [found.run.tracer.hosts[r] for r in _TARGET_ROLES[item.target]]
+    return [found.run.tracer.hosts[r] for r in target_roles(item.target)]
 
 
 def seen_of(finding: dict) -> str:
@@ -117,11 +116,9 @@ def _expected(run, scen, name: str) -> dict | None:
     out = {}
     for host in scen.hosts:
         want = phase.held(host.name)
-        placement: dict = {}
-        for h in phase.holdings:
-            if h.host == host.name:
-                for k, v in placement_resources(h.flavor).items():
-                    placement[k] = placement.get(k, 0) + v
+        placement: dict = collections.Counter()
+        for hosts in phase.allocations().values():
+            placement.update(hosts.get(host.name, {}))
         out[f"{host.name} pinned pCPUs"] = want.pinned
         out[f"{host.name} hugepages used"] = dict(sorted(want.pages.items()))
         out[f"{host.name} small pages used"] = want.small_pages
