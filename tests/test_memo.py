@@ -1,11 +1,13 @@
 """Memoized continuations: an item inherits the rest of a run in its state, and
 judges exactly as it does when it runs that rest itself (``--no-memo``)."""
+import concurrent.futures
 import datetime
 import json
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import cli, sweep
+from tests.test_unshelve import SAMPLE as UNSHELVE_SAMPLE
 from harness.execute import memo
 
 POINTS = [  # before the race window (twice: their states equal the uninjected run's),
@@ -51,6 +53,30 @@ def test_inherited_continuations_judge_like_full_runs(tmp_path, mutate):
         assert not [k for k in failed if "from verify-resize" in with_memo[k].get("memo", "")]
     # after the ending's convergence every state heals: the deletes are inherited
     assert any("from after-confirm" in i.get("memo", "") for i in with_memo.values())
+
+
+def test_an_operation_whose_points_are_all_in_its_ending_inherits_its_deletes(tmp_path):
+    """Unshelve has no point before its checkpoint (the baseline once never forked,
+    and no item inherited): with 2025480's mutation, memo == --no-memo, and the items
+    the periodic left healed by the unshelve's end inherit the deletes."""
+    with_memo = sweep(tmp_path, "unshelve", UNSHELVE_SAMPLE, "--mutate", "2025480")
+    without = sweep(tmp_path, "unshelve", UNSHELVE_SAMPLE, "--mutate", "2025480", "--no-memo")
+    assert _judged(with_memo) == _judged(without)
+    assert [v for v, _ in _judged(with_memo).values()].count("fail") == 1
+    inherited = [p for p, i in with_memo.items() if "from after-unshelve" in i.get("memo", "")]
+    assert len(inherited) >= 2, {p: i.get("memo") for p, i in with_memo.items()}
+
+
+def test_a_task_handle_is_keyed_by_its_outcome():
+    """A live migration's source keeps its finished task's Future (the one-thread cloud
+    runs the task before Nova stores the handle): keyed by outcome, it no longer makes
+    every live-migration item run in full."""
+    done, failed, pending = (concurrent.futures.Future() for _ in range(3))
+    done.set_result(None)
+    failed.set_exception(RuntimeError("x"))
+    assert memo._plain({"vm": (None, done)}) == {
+        "vm": [None, {"future": "done", "cancelled": False, "failed": False}]}
+    assert memo._plain(failed)["failed"] and memo._plain(pending)["future"] == "pending"
 
 
 def test_rows_keep_the_migrations_order_not_their_times():

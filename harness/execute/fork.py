@@ -199,6 +199,8 @@ class _BranchingInjector(injection.Injector):
         super()._setUp()
 
     def before_ending(self, run):
+        if self._baseline_due():  # no point before the move's checkpoint (unshelve's are all
+            self._fork_baseline()  # in its ending): the baseline forks here, before the endings
         if self.baseline:
             self._baseline_endings(run)
         elif self.injected is None:
@@ -233,7 +235,7 @@ class _BranchingInjector(injection.Injector):
         if self.injection is not None or self.baseline:  # a child: behave as a plain injector
             return super()._on_point(point)
         self.run.where = f"yield point {point.id}"
-        if self.sweep.memo and self.sweep.engines is None and self.ending_parent is None:
+        if self._baseline_due():
             self._fork_baseline()
             if self.baseline:
                 return
@@ -324,6 +326,11 @@ class _BranchingInjector(injection.Injector):
         except memo.Uncapturable:
             return None
 
+    def _baseline_due(self) -> bool:
+        """The top parent, memo on, has not forked the uninjected baseline yet."""
+        return (self.sweep.memo and self.sweep.engines is None and self.ending_parent is None
+                and self.injected is None and not self.baseline)
+
     def _fork_baseline(self):
         """At the first point (top parent): fork the uninjected run whose continuations
         items inherit, and wait for them to be stored (every item then finds them)."""
@@ -343,16 +350,15 @@ class _BranchingInjector(injection.Injector):
 
     def _baseline_endings(self, run):
         """At VERIFY_RESIZE (the baseline): one child per ending stores its continuation."""
-        digest = self._digest(run)
-        if digest is None:
-            os._exit(0)
+        digest = self._digest(run)  # None mid-flight (a live migration's job): each ending
         chosen = self.sweep.brancher.branch([("baseline", e) for e in self._endings()],
-                                            lambda: run.where)
+                                            lambda: run.where)  # still stores its deletes
         if chosen is None:
             self.sweep.brancher.reap(block=True)
             os._exit(0)
         run.ending = chosen[1]
-        self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
+        if digest is not None:
+            self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
 
     def _inherit(self, run, endings, where, rest_of=lambda ending: ending) -> tuple:
         """At checkpoint ``where``, write the items of ``endings`` whose continuation

@@ -269,7 +269,22 @@ def _plain(value):
         return sorted((_plain(v) for v in value), key=_canon)
     if hasattr(value, "obj_to_primitive"):  # a Nova object, with its pending changes
         return _plain(value.obj_to_primitive())
+    if type(value).__name__ == "Future" and callable(getattr(value, "done", None)):
+        return _future(value)
     raise Uncapturable(f"cannot capture a {type(value).__name__}")
+
+
+def _future(future) -> dict:
+    """A task's handle kept in a manager's books, by its outcome (never waited for).
+
+    The one-thread cloud runs a submitted task before ``submit`` returns, so a
+    live migration's source keeps ``(migration, future)`` in
+    ``_waiting_live_migrations`` after the task popped it: read again only by
+    an abort or a shutdown, never by what follows the memo checkpoints."""
+    done = future.done()
+    failed = done and not future.cancelled() and future.exception() is not None
+    return {"future": "done" if done else "pending", "cancelled": future.cancelled(),
+            "failed": failed}
 
 
 def _compute(manager) -> dict:
