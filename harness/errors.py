@@ -1,8 +1,14 @@
 """Every error the harness raises on purpose, one line of why each.
 
-A :class:`UsageError` ends the CLI with one line and exit code 2; a
-:class:`CheckFailed` is a finding (exit code 1).
+A :class:`UsageError` ends the CLI with one line and exit code 2; any other
+:class:`HarnessError` that reaches it (the harness could not run: a
+subprocess of its own died) with one line and exit code 3. Findings are not
+errors: they are verdicts (exit code 1).
 """
+
+#: the CLI's exit codes: every item passed; findings (a fail or error verdict);
+#: bad input or environment; the harness itself could not run
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
 
 
 class HarnessError(Exception):
@@ -33,6 +39,10 @@ class UnknownChoice(UsageError):
         super().__init__(f"unknown {kind} {value!r}; valid: {shown or '(none)'}")
 
 
+class SubprocessFailed(HarnessError):
+    """A subprocess of the harness's own (discovery, a worker) died without a result."""
+
+
 class ScenarioFailed(HarnessError):
     """A scenario step could not complete (the cloud refused or stalled)."""
 
@@ -55,3 +65,34 @@ class HostCrashed(HarnessError):
     def __init__(self, host):
         super().__init__(f"compute {host} died")
         self.host = host
+
+
+#: how a nova-chaos process states why it stopped: one line on stderr (the CLI's usage
+#: errors, a worker's crash); a parent reads it back with :func:`reason_of`
+REASON_PREFIX = "nova-chaos: error: "
+
+
+def reason_of(returncode: int, stderr: str) -> str:
+    """Why a nova-chaos subprocess failed, in its own words: one line.
+
+    Its stated reason (the line :data:`REASON_PREFIX` starts), else the
+    exception a traceback ends in, else how it ended. Never an arbitrary last
+    line of its output: that is whatever it happened to log (measured: the
+    last line of a failing run's report, ``after-delete: ok``, said the opposite).
+    """
+    lines = stderr.splitlines()
+    stated = [ln[len(REASON_PREFIX):] for ln in lines if ln.startswith(REASON_PREFIX)]
+    if stated:
+        return stated[-1].strip()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last)")]
+    if starts:
+        raised = [ln for ln in lines[starts[-1] + 1:] if ln and not ln[0].isspace()]
+        if raised:
+            return raised[0].strip()[:300]
+    if returncode < 0:
+        import signal
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode} without saying why"

@@ -201,6 +201,63 @@ class Bug1896463(fixtures.Fixture):
             "nova.compute.resource_tracker.ResourceTracker.finish_evacuation", finish_evacuation))
 
 
+class Bug1818914(fixtures.Fixture):
+    """Undo the fix for bug 1818914 (ad9f37350a): a move claim is dropped only if tracked.
+
+    Before the fix ``_drop_move_claim`` removed a move's usage only for a
+    migration its tracker tracked. A source tracks its outgoing migration
+    only once a periodic of its own has run during the move, so a confirm
+    with no periodic in between left the old flavor's pinned CPUs and pages
+    counted on the source; one periodic before the confirm hid it (Nova's
+    own recreate, ``test_resize_confirm_assert_hypervisor_usage_no_periodics``,
+    runs none for that reason). We pass no flavor for an untracked
+    instance, as the old code had none to drop: the uninjected confirm run
+    fails, and only items whose periodic ran on the source pass.
+    """
+
+    description = "a confirm drops the source's usage only if a periodic tracked the migration"
+    bug = "https://bugs.launchpad.net/nova/+bug/1818914"
+    operation = "resize"
+
+    def _setUp(self):
+        from nova.compute import resource_tracker
+        real = resource_tracker.ResourceTracker._drop_move_claim
+
+        def drop(tracker, context, instance, nodename, flavor=None, prefix="new_"):
+            if instance["uuid"] not in tracker.tracked_migrations:
+                flavor = None  # nothing tracked, nothing to drop
+            return real(tracker, context, instance, nodename, flavor, prefix=prefix)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.resource_tracker.ResourceTracker._drop_move_claim", drop))
+
+
+class RevertKeepsDest(fixtures.Fixture):
+    """Self-test sabotage (no upstream bug): a revert leaves the destination's usage counted.
+
+    The destination's ``drop_move_claim_at_dest`` marks the migration
+    reverted but drops nothing, so right after the revert its tracker
+    still holds the new flavor's pinned CPUs and pages (the next periodic
+    heals it). Confirm and auto-confirm never take that path: only the
+    uninjected revert run fails (a finding without any injection, reported
+    first), and the other endings are still swept.
+    """
+
+    description = "self-test: a revert leaves the destination counting the new flavor"
+    bug = None
+    operation = "resize"
+
+    def _setUp(self):
+        from nova.compute import resource_tracker, task_states
+        real = resource_tracker.ResourceTracker._drop_move_claim
+
+        def drop(tracker, context, instance, nodename, flavor=None, prefix="new_"):
+            if prefix == "new_" and instance.task_state == task_states.RESIZE_REVERTING:
+                return None
+            return real(tracker, context, instance, nodename, flavor, prefix=prefix)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.resource_tracker.ResourceTracker._drop_move_claim", drop))
+
+
 class VanishOnConfirm(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that crashes the ending.
 
@@ -263,7 +320,8 @@ class StrayThread(fixtures.Fixture):
 
 MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165,
              "2025480": Bug2025480, "1791075": Bug1791075, "1896463": Bug1896463,
-             "selftest-vanish": VanishOnConfirm,
+             "1818914": Bug1818914,
+             "selftest-vanish": VanishOnConfirm, "selftest-revert-keeps-dest": RevertKeepsDest,
              "selftest-stray-thread": StrayThread}
 
 

@@ -220,6 +220,33 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
                   result.checkpoints, trace, inj.changes)
 
 
+def judge_uninjected(scenario: str, ending: str, mutation, run) -> Record:
+    """The verdict of an uninjected run (:func:`harness.execute.discovery.uninjected_run`).
+
+    Strict: no fault was injected, so nothing it shows is explained by a
+    known finding (every entry is about an injected item). ``error``: it
+    stopped short of a planned checkpoint; ``fail``: it ran through and a
+    check saw something wrong. Either way a Nova that fails here needs no
+    injection to show a defect: the campaign's first finding.
+    """
+    item = Item.uninjected(scenario, ending, mutation)
+    result = run.result
+    problems = []
+    if result.error:
+        problems.append(Problem("error", f"error: {result.first_problem()}"))
+    missing = result.missing(run.planned())
+    if missing:
+        problems.append(Problem("error", f"error: never reached checkpoint {', '.join(missing)}"
+                                + ("" if result.error else f" (the run ended at {run.where})")))
+    problems += [Problem("finding", f"{known.classify(f)} finding at {cp}: {f.line()}")
+                 for cp, f in result.findings]
+    verdict = ("error" if any(p.kind == "error" for p in problems)
+               else "fail" if problems else "pass")
+    return Record(item, verdict, problems, [], result.seconds, [],
+                  findings_json(result.checkpoints),
+                  result.warnings() if verdict != "pass" else [], result.checkpoints)
+
+
 def findings_json(checkpoints) -> list:
     return [{"checkpoint": cp.name, "check": f.check, "where": f.where,
              "expected": repr(f.expected), "seen": repr(f.seen),

@@ -1,8 +1,16 @@
-"""Discovery: the yield points an uninjected run reaches, per ending (the *traces*).
+"""Discovery: the uninjected run of each ending -- the yield points it reaches
+(the *traces*) and its own verdict.
+
+The uninjected run is the path every item of its ending starts from, and the
+first thing a campaign checks: a Nova that fails it needs no injection to
+show a defect (``harness.execute.campaign.judge_uninjected``). A failing run
+is recorded like a passing one, never raised: the campaign reports it first
+and still sweeps the endings whose run passes.
 
 Cached on disk, keyed on everything that could change the answer (the
-scenario file, the harness, the fake host and the whole Nova that would be
-imported), and run once per input across processes.
+scenario file, the harness, the fake host, the whole Nova that would be
+imported, and the mutation applied to it), and run once per input across
+processes.
 """
 from __future__ import annotations
 
@@ -14,27 +22,30 @@ import os
 import tempfile
 
 from harness import files
-from harness.errors import UnknownChoice, UsageError
+from harness.errors import EXIT_USAGE, SubprocessFailed, UnknownChoice, UsageError, reason_of
 from harness.execute import runner
 from harness.explore import injection
 from harness.explore.tracer import DEFAULT_WINDOW, WIDEST
 
-#: the ending whose run gives the card's window when none is discovered yet:
-#: revert, the one 85 of the 92 known-findings entries and the CI campaign
-#: sweep in the lifecycle window too (one run then serves both windows)
+#: the ending whose run the card's window is sliced from when it passes: revert,
+#: the one 85 of the 92 known-findings entries and the CI campaign sweep in
+#: the lifecycle window too (``nova-chaos known`` samples it first)
 SLICED_FROM = "revert"
+#: seconds one ending's discovery run may take (its own run has the item bound, 180 s)
+DISCOVERY_TIMEOUT = 300.0
 CACHE_DIR = os.path.abspath(os.environ.get("NOVA_CHAOS_CACHE")
                             or os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
 
-def _cache_path(scen, backend: str, ending: str) -> str:
+def _cache_path(scen, backend: str, ending: str, mutation: str | None = None) -> str:
     """Where discovery of this exact input is cached; computed without importing Nova.
 
     The key covers the scenario file and every Python source the run
     executes that could change the trace: the harness, the fake host, and
     the whole Nova that ``import nova`` would load (its location and every
-    module's content), so an edited checkout anywhere is noticed. One run
-    per ending records the widest window; every window is a slice of it.
+    module's content), so an edited checkout anywhere is noticed; and the
+    mutation, applied at run time to that Nova. One run per ending records
+    the widest window; every window is a slice of it.
     """
     import importlib.util
     h = hashlib.sha256()
@@ -48,26 +59,15 @@ def _cache_path(scen, backend: str, ending: str) -> str:
     for tree in trees:
         h.update(tree.encode())
         h.update(_tree_digest(tree))
-    h.update(f"{backend}|{WIDEST}|{ending}".encode())
+    h.update(f"{backend}|{WIDEST}|{ending}|{mutation or ''}".encode())
     return os.path.join(CACHE_DIR, f"{scen.name}-{h.hexdigest()[:16]}.json")
 
 
-def _parts(scen, backend: str, window: str, endings) -> dict:
-    """Cache path -> the ending its run takes.
-
-    A window that closes before the ending (the card's) is the same slice of
-    every ending's run: an ending already discovered serves it, else
-    :data:`SLICED_FROM` when asked for (the lifecycle ending most runs need
-    as well), else the first one asked for.
-    """
-    from harness.explore.tracer import WINDOWS
-    wanted = list(endings or scen.endings)
-    paths = {_cache_path(scen, backend, e): e for e in wanted}
-    if WINDOWS[window].per_ending:
-        return paths
-    path = next((p for p in paths if os.path.exists(p)),
-                next((p for p, e in paths.items() if e == SLICED_FROM), next(iter(paths))))
-    return {path: paths[path]}
+def _parts(scen, backend: str, endings, mutation=None) -> dict:
+    """Cache path -> the ending its run takes: one run per wanted ending, in the
+    scenario's order, whatever the window (each ending's own verdict is wanted)."""
+    wanted = [e for e in scen.endings if e in (endings or scen.endings)]
+    return {_cache_path(scen, backend, e, mutation): e for e in wanted}
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,13 +95,14 @@ def check_window(window: str) -> None:
         raise UnknownChoice("window", window, WINDOWS)
 
 
-def discover(scen, window: str = DEFAULT_WINDOW, endings=None, *, use_cache: bool = True,
-             here: bool = False) -> dict:
+def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
+             use_cache: bool = True, here: bool = False) -> dict:
     """ending -> point ids reached, in order, by an uninjected run (imports Nova).
 
-    The card's window closes before VERIFY_RESIZE, so one run serves every
-    ending; a window reaching into the ending takes one run per ending, and
-    only ``endings`` (default: all) are run. On
+    One run per wanted ending (default: all), ``mutation`` applied; each
+    run's verdict is kept beside its trace (:func:`outcomes`). The card's
+    window closes before VERIFY_RESIZE, so every ending's trace of it is the
+    same slice: the first passing run's is used. On
     the threads backend discovery runs on real threads, in a subprocess
     (``here``: this is that subprocess): Nova's pools outlive their cloud,
     and a process that is to fork must have no thread but its own
@@ -111,31 +112,44 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, *, use_cache: boo
     from harness.cloud import nova_support
     check_window(window)
     backend = nova_support.current_backend()
-    paths = _parts(scen, backend, window, endings)
+    paths = _parts(scen, backend, endings, mutation)
     if not use_cache:
         for path in paths:
             if os.path.exists(path):
                 os.unlink(path)
     if backend == "threads" and not here:
-        return points_without_nova(scen, backend, window, endings)
+        return points_without_nova(scen, backend, window, endings, mutation)
     for path, ending in paths.items():
         with _discovery_lock(path):  # another process discovering the same input: wait, then read
             if not os.path.exists(path):
-                _discover_and_cache(scen, ending, path)
+                _discover_and_cache(scen, ending, path, mutation)
     return _traces(scen, window, paths)
 
 
+def _read(path: str) -> dict:
+    with open(path) as fh:
+        return json.load(fh)
+
+
 def _traces(scen, window: str, paths: dict) -> dict:
-    """``{ending: trace}`` read from ``paths``; the card's window: the one trace for every ending."""
+    """``{ending: trace}`` read from ``paths``; the card's window: one trace for every ending
+    (the first passing run's slice; every run's, if none passed)."""
     from harness.explore.tracer import WINDOWS, narrowed
-    traces = {}
-    for path, ending in paths.items():
-        with open(path) as fh:
-            traces[ending] = narrowed(json.load(fh), window)
+    found = {ending: _read(path) for path, ending in paths.items()}
+    traces = {ending: narrowed(data["points"], window) for ending, data in found.items()}
     if not WINDOWS[window].per_ending:
-        (trace,) = traces.values()
+        passing = [e for e, data in found.items() if data["uninjected"]["verdict"] == "pass"]
+        trace = traces[(passing or list(found))[0]]
         return {e: trace for e in scen.endings}
     return traces
+
+
+def outcomes(scen, backend: str, endings=None, mutation=None) -> dict:
+    """``{ending: Record}``: each discovered ending's uninjected run, judged
+    (read from the cache :func:`discover` filled; never imports Nova)."""
+    from harness.execute.record import Record
+    return {ending: Record.from_json(_read(path)["uninjected"])
+            for path, ending in _parts(scen, backend, endings, mutation).items()}
 
 
 @contextlib.contextmanager
@@ -149,16 +163,41 @@ def _discovery_lock(path: str):
         yield
 
 
-def _discover_and_cache(scen, ending: str, path: str) -> None:
+def uninjected_run(scen, ending: str, mutation: str | None = None) -> runner.Run:
+    """The scenario run with ``ending`` and no fault (``mutation`` applied), traced in the
+    widest window: exactly the path every item of that ending starts from.
+
+    The harness runs no periodic of its own before the ending (no convergence
+    at the move's checkpoint): one there would rebuild the trackers and hide
+    what the ending trips on (measured: the 1818914 leak on confirm). The
+    ending's and the deletes' checkpoints still converge.
+    """
+    import fixtures
+
+    from harness.cloud import mutations
     run = runner.Run(scen, ending, converge_every=False)
-    result = run.execute(lambda r: injection.Injector(r, None, WIDEST))
-    if not result.passed:
-        raise UsageError(f"scenario {scen.name} ({ending}): the uninjected run fails, "
-                         "nothing to sweep:\n" + result.report())
-    files.atomic_write(path, json.dumps([(p.id, p.stage) for p in run.tracer.points]))
+
+    def instrument(r):
+        class Instrument(fixtures.Fixture):
+            def _setUp(self):
+                if mutation:  # Nova broken first, then traced, as in an item
+                    self.useFixture(mutations.get(mutation)())
+                self.useFixture(injection.Injector(r, None, WIDEST))
+        return Instrument()
+    run.execute(instrument)
+    return run
 
 
-def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, endings=None) -> dict:
+def _discover_and_cache(scen, ending: str, path: str, mutation=None) -> None:
+    from harness.execute import campaign
+    run = uninjected_run(scen, ending, mutation)
+    record = campaign.judge_uninjected(scen.name, ending, mutation, run)
+    points = [(p.id, p.stage) for p in run.tracer.points] if run.tracer else []
+    files.atomic_write(path, json.dumps({"points": points, "uninjected": record.to_json()}))
+
+
+def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, endings=None,
+                        mutation=None) -> dict:
     """Like :func:`discover`, but never imports Nova in this process.
 
     pytest collection uses it: importing Nova (and eventlet's monkey
@@ -166,19 +205,25 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, ending
     channel. A cache miss runs ``nova-chaos points`` in a subprocess.
     """
     check_window(window)
-    paths = _parts(scen, backend, window, endings)
+    paths = _parts(scen, backend, endings, mutation)
     missing = [e for path, e in paths.items() if not os.path.exists(path)]
     if missing:
         import subprocess
         import sys
-        proc = subprocess.run(
-            [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
-             "--window", window, *(a for e in missing for a in ("--ending", e))],
-            capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, PYTHONWARNINGS="ignore"))
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UsageError(f"discovery of {scen.name} failed: {last}")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
+                 "--window", window, *(a for e in missing for a in ("--ending", e)),
+                 *(("--mutate", mutation) if mutation else ())],
+                capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT * len(missing) + 60,
+                env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        except subprocess.TimeoutExpired:
+            raise SubprocessFailed(f"discovery of {scen.name} ({', '.join(missing)}) took over "
+                             f"{DISCOVERY_TIMEOUT * len(missing) + 60:.0f} s: stopped") from None
+        # a failing uninjected run is cached like a passing one (the subprocess exits 1)
+        if not all(os.path.exists(p) for p in paths) and proc.returncode not in (0, 1):
+            why = f"discovery of {scen.name} failed: {reason_of(proc.returncode, proc.stderr)}"
+            raise UsageError(why) if proc.returncode == EXIT_USAGE else SubprocessFailed(why)
         if not all(os.path.exists(p) for p in paths):  # it cached under another key
             raise UsageError(f"discovery of {scen.name} ran but cached under another key: "
                              "were Nova, fake_driver or the harness edited meanwhile?")

@@ -11,8 +11,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 
+from harness.errors import reason_of
 from harness.execute.campaign import run_item, trace_key
 from harness.execute.record import Record
 
@@ -44,16 +46,18 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None, memo=F
     for share in shares:
         if not share:
             continue
+        # its stderr is kept (in a file: Nova's chatter must not fill a pipe) for its reason
+        errors = tempfile.TemporaryFile("w+")
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.front.worker", "--backend", backend],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
             text=True, env=env)
         proc.stdin.write(json.dumps({"items": [i.id for i in share], "traces": traces,
                                      "timeout": timeout}))
         proc.stdin.close()
-        procs.append((proc, share))
+        procs.append((proc, share, errors))
 
-    def reader(proc, share):
+    def reader(proc, share, errors):
         for line in proc.stdout:
             if not line.startswith("{"):
                 continue
@@ -62,11 +66,12 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None, memo=F
                 results[record.item.id] = record
                 on_result(record)
         proc.wait()
-        with lock:  # a worker that died leaves its remaining items as errors
+        errors.seek(0)
+        why = reason_of(proc.returncode, errors.read())
+        with lock:  # a worker that died leaves its remaining items as errors, saying why
             for item in share:
                 if item.id not in results:
-                    record = Record.error(item, f"worker exited with {proc.returncode} "
-                                                "before finishing this item")
+                    record = Record.error(item, f"its worker stopped before it: {why}")
                     results[item.id] = record
                     on_result(record)
 
@@ -74,13 +79,14 @@ def sweep(items, traces, jobs, backend, on_result, timeout, parents=None, memo=F
     for t in threads:
         t.start()
     try:
-        for t, (proc, share) in zip(threads, procs):
+        for t, (proc, share, _) in zip(threads, procs):
             t.join(timeout_per_item * len(share) + 60)
             if t.is_alive():
                 proc.kill()
                 t.join(10)
     finally:
-        for proc, _ in procs:
+        for proc, _, errors in procs:
             if proc.poll() is None:
                 proc.kill()
+            errors.close()
     return [results[i.id] for i in items if i.id in results]

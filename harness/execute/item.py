@@ -13,6 +13,9 @@ from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW
 
 SEP = "/"
+#: the point of an *uninjected* item: the scenario run with no fault at all, the
+#: path every item of its ending starts from (its target is :data:`NOWHERE`)
+UNINJECTED, NOWHERE = "uninjected", "none"
 
 
 def target_roles(target: str) -> tuple:
@@ -53,5 +56,17 @@ class Item:
         return cls(*parts, mutation=options.get("mutate"),
                    window=options.get("window", DEFAULT_WINDOW), fault=fault)
 
+    @classmethod
+    def uninjected(cls, scenario: str, ending: str, mutation: str | None = None) -> "Item":
+        """The uninjected run of ``scenario`` with ``ending`` (whatever the window or fault)."""
+        return cls(scenario, UNINJECTED, NOWHERE, ending, mutation)
+
+    @property
+    def is_uninjected(self) -> bool:
+        return self.point == UNINJECTED
+
     def replay_command(self) -> str:
+        if self.is_uninjected:  # the same run, on its own, with every check printed
+            return (f"nova-chaos baseline {self.scenario} --ending {self.ending}"
+                    + (f" --mutate {self.mutation}" if self.mutation else ""))
         return f"nova-chaos replay '{self.id}'"

@@ -1,6 +1,8 @@
 """``nova-chaos``: list scenarios and points, run a campaign, replay one item.
 
-Exit codes: 0 all items pass, 1 findings, 2 usage or environment error.
+Exit codes: 0 all items pass, 1 findings (an item that failed or proved
+nothing, the uninjected run's first), 2 usage or environment error, 3 the
+harness itself could not run (a subprocess of its own died).
 Nova is imported only after the backend is chosen, and only by verbs that
 need it.
 """
@@ -10,9 +12,8 @@ import argparse
 import os
 import sys
 
-from harness.errors import UsageError
+from harness.errors import EXIT_BROKEN, EXIT_USAGE, REASON_PREFIX, HarnessError, UsageError
 from harness.front import commands, console, run_command, upstream_commands
-from harness.front.console import EXIT_USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +52,7 @@ def build_parser():
     sp.add_argument("--fresh", action="store_true", help="ignore the discovery cache")
     sp.add_argument("--window", **window)
     sp.add_argument("--ending", action="append", help="only this ending's points (repeatable)")
+    sp.add_argument("--mutate", help="discover against a deliberately broken Nova")
     sp.set_defaults(fn=commands.cmd_points)
     sp = sub.add_parser("run", help="inject the periodic at every point (or --point ...)")
     sp.add_argument("scenario", help="a scenario name or .toml path, or 'all'")
@@ -96,7 +98,8 @@ def build_parser():
                     help="print the ids of the items the run would sweep, and run none")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=run_command.cmd_run)
-    sp = sub.add_parser("replay", help="rerun one item verbosely")
+    sp = sub.add_parser("replay", help="rerun one item verbosely (an uninjected item's id "
+                        "runs its baseline)")
     sp.add_argument("id", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME][/mutate=NAME], as printed")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_replay)
@@ -143,10 +146,13 @@ def build_parser():
     sp.add_argument("--scenario", help="only the entries whose sampled item is in this scenario")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_known)
-    sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase")
+    sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase: the "
+                        "run every item starts from (exit 1 if it fails: a finding without "
+                        "any injection)")
     sp.add_argument("scenario")
-    sp.add_argument("--ending", action="append")
+    sp.add_argument("--ending", action="append", help="only this ending (repeatable)")
     sp.add_argument("--window", **window)
+    sp.add_argument("--mutate", help="run against a deliberately broken Nova")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_baseline)
     return p
@@ -159,8 +165,11 @@ def main(argv=None) -> int:
         console.OUT.flush()  # a closed reader shows here, not in the interpreter's last flush
         return code
     except UsageError as exc:
-        print(f"nova-chaos: error: {exc}", file=sys.stderr)
+        print(f"{REASON_PREFIX}{exc}", file=sys.stderr)
         return EXIT_USAGE
+    except HarnessError as exc:
+        print(f"{REASON_PREFIX}{exc}", file=sys.stderr)
+        return EXIT_BROKEN
     except KeyboardInterrupt:
         print("nova-chaos: interrupted", file=sys.stderr)
         return 130

@@ -33,11 +33,12 @@ def cmd_mutations(args) -> int:
 def cmd_points(args) -> int:
     from harness import scenario
     from harness.execute import campaign, discovery
+    from harness.cloud import nova_support
     scen = scenario.load(args.scenario)
+    campaign.validate(scen, {}, [], args.ending or [], [], args.mutate, args.window)
     console.load(args)
-    campaign.validate(scen, {}, [], args.ending or [], [], None, args.window)
     traces = discovery.discover(scen, args.window, use_cache=not args.fresh, here=True,
-                                endings=args.ending)
+                                endings=args.ending, mutation=args.mutate)
     endings = args.ending or list(scen.endings)
     points = campaign.union({e: traces[e] for e in endings})
     for i, p in enumerate(points, 1):
@@ -45,7 +46,12 @@ def cmd_points(args) -> int:
         suffix = f"  (not in: {', '.join(only)})" if only else ""
         print(f"{i:3}. {p}{suffix}", file=console.OUT)
     print(f"{len(points)} yield points in window {args.window!r} of {scen.name}", file=sys.stderr)
-    return EXIT_OK
+    runs = discovery.outcomes(scen, nova_support.current_backend(), endings, args.mutate)
+    failing = [r for r in runs.values() if r.verdict != "pass"]
+    for r in failing:  # the points are listed still; the run that gave them is a finding
+        print(f"the uninjected {r.item.ending} run fails ({r.verdict}): {r.problems[0]}; "
+              f"{r.item.replay_command()}", file=sys.stderr)
+    return EXIT_FINDINGS if failing else EXIT_OK
 
 
 def validated_item(item_id: str, args, refuse=None):
@@ -68,7 +74,12 @@ def validated_item(item_id: str, args, refuse=None):
         refuse(scen, item)
     console.load(args)
     faults.check_backend(item.fault, nova_support.current_backend())
-    traces = discovery.discover(scen, item.window, endings=[item.ending])
+    traces = discovery.discover(scen, item.window, endings=[item.ending], mutation=item.mutation)
+    (uninjected,) = discovery.outcomes(scen, nova_support.current_backend(), [item.ending],
+                                       item.mutation).values()
+    if uninjected.verdict != "pass":  # the item is run as asked; its start is broken already
+        print(f"note: the uninjected {item.ending} run of {scen.name} fails too "
+              f"({uninjected.problems[0]}): {uninjected.item.replay_command()}", file=sys.stderr)
     campaign.validate(scen, {item.ending: traces[item.ending]}, [item.target], [item.ending],
                       [item.point], item.mutation, item.window, item.fault)
     return item, scen, traces
@@ -76,8 +87,14 @@ def validated_item(item_id: str, args, refuse=None):
 
 def cmd_replay(args) -> int:
     from harness.execute import campaign
+    from harness.execute.item import Item
     from harness.explore import faults
     from harness.oracles import known
+    uninjected = Item.parse(args.id)
+    if uninjected.is_uninjected:  # an uninjected item's run is the baseline's
+        args.scenario, args.ending, args.mutate = (uninjected.scenario, [uninjected.ending],
+                                                   uninjected.mutation)
+        return cmd_baseline(args)
     item, _, traces = validated_item(args.id, args)
     result = campaign.run_item(item, traces, detail=True)
     at = result.trace.index(item.point) if item.point in result.trace else -1
@@ -299,25 +316,35 @@ def cmd_known(args) -> int:
 
 
 def cmd_baseline(args) -> int:
-    """The uninjected scenario, every check at every phase, its points recorded."""
+    """The uninjected scenario, every check at every phase: exactly the run every item of
+    the ending starts from and discovery judges (no periodic of the harness's before the
+    ending), so it fails wherever ``run`` reports the uninjected run failing."""
     import resource
 
     from harness import scenario
-    from harness.execute import campaign, runner
-    from harness.explore import injection
+    from harness.execute import campaign, discovery
+    from harness.explore.tracer import narrowed
     scen = scenario.load(args.scenario)
     endings = args.ending or list(scen.endings)
-    campaign.validate(scen, {}, [], endings, [], None, args.window)
+    window = getattr(args, "window", campaign.DEFAULT_WINDOW)
+    campaign.validate(scen, {}, [], endings, [], args.mutate, window)
     console.load(args)
     worst = EXIT_OK
     for ending in endings:
-        run = runner.Run(scen, ending)
-        result = run.execute(lambda r: injection.Injector(r, None, args.window))
-        points = len(run.tracer.points) if run.tracer else 0
-        print(f"{scen.name} / {ending}: {'PASS' if result.passed else 'FAIL'} in "
-              f"{result.seconds:.1f}s; {points} yield points in window {args.window!r}", file=console.OUT)
-        print(result.report(), file=console.OUT)
-        worst = worst if result.passed and points else EXIT_FINDINGS
+        run = discovery.uninjected_run(scen, ending, args.mutate)
+        record = campaign.judge_uninjected(scen.name, ending, args.mutate, run)
+        points = len(narrowed([(p.id, p.stage) for p in run.tracer.points], window)
+                     ) if run.tracer else 0
+        print(f"{scen.name} / {ending}{f' (mutation {args.mutate})' if args.mutate else ''}: "
+              f"{record.verdict.upper()} in {run.result.seconds:.1f}s; {points} yield points "
+              f"in window {window!r}", file=console.OUT)
+        print(run.result.report(), file=console.OUT)
+        for problem in record.of_kind("error"):
+            print(f"  {problem}", file=console.OUT)
+        if record.verdict == "error":  # it stopped short: what Nova warned of last
+            for line in record.log[-8:]:  # errors inside casts and periodics are only logged
+                print(f"  log: {line}", file=console.OUT)
+        worst = worst if record.verdict == "pass" and points else EXIT_FINDINGS
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {rss:.0f} MiB", file=console.OUT)
     return worst

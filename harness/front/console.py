@@ -7,9 +7,7 @@ import os
 import sys
 import warnings
 
-from harness.errors import UsageError
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+from harness.errors import EXIT_BROKEN, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError  # noqa: F401
 
 
 def quiet():

@@ -56,6 +56,7 @@ def render(report: dict) -> str:
            + (" &mdash; <b>partial report</b>" if meta.get("partial") else "") + "</p>",
            "<p id='totals'>" + ", ".join(f"{k} {counts[k]}" for k in ("pass", "known", "fail", "error"))
            + "</p>"]
+    out += _uninjected(meta.get("uninjected", {}), by_id)
     campaigns = meta.get("campaigns", [])
     for c in campaigns:
         out += _grid(c, by_id)
@@ -65,6 +66,21 @@ def render(report: dict) -> str:
             out += _item(r, points_of)
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _uninjected(verdicts: dict, by_id: dict) -> list:
+    """The runs with no fault that every item starts from: a failing one is the first finding."""
+    if not verdicts:
+        return []
+    cells = []
+    for item_id, verdict in verdicts.items():
+        text = _e(item_id)
+        if item_id in by_id:
+            text = f"<a href='#{anchor(item_id)}'>{text}</a>"
+        cells.append(f"<tr><td class='{_e(verdict)}'>{_e(verdict)}</td><td class='point'>{text}"
+                     "</td></tr>")
+    return ["<h2>Uninjected runs (no fault: the path every item starts from)</h2>",
+            "<table class='uninjected'>" + "".join(cells) + "</table>"]
 
 
 def _grid(campaign: dict, by_id: dict) -> list:
@@ -97,7 +113,8 @@ def _grid(campaign: dict, by_id: dict) -> list:
 def _item(r: dict, points_of: dict) -> list:
     item = Item.parse(r["id"])
     out = [f"<section class='item' id='{anchor(r['id'])}'>",
-           f"<h3>{_e(r['verdict']).upper()} <code>{_e(r['id'])}</code></h3>",
+           f"<h3>{_e(r['verdict']).upper()} <code>{_e(r['id'])}</code>"
+           + (" &mdash; without any injection" if item.is_uninjected else "") + "</h3>",
            f"<p>reproduce: <code>{_e(r.get('replay', item.replay_command()))}</code></p>"]
     if r.get("memo"):  # the rest of its run was another's, in the same state (harness.execute.memo)
         out.append(f"<p class='memo'>continuation inherited: {_e(r['memo'])}</p>")

@@ -8,6 +8,10 @@ with every item of the scenario's campaign, ids being the item ids (so
 deterministic, cached discovery run, never from timing). Importing this
 module does not import Nova; options all start with ``--chaos-``.
 
+An ending whose uninjected run fails (discovery's own run, cached) is a
+test of its own, ``SCENARIO/uninjected/none/ENDING``, that fails with the
+run's checks; that ending's items are not swept (each would only repeat it).
+
 Items are grouped in shards of consecutive points. The first item of a
 shard to run, on whichever xdist worker, runs the whole shard in a worker
 subprocess (by fork on eventlet) under a file lock; the shard's other items,
@@ -49,6 +53,7 @@ class Shards:
         self.traces: dict = {}   # shard name -> {trace key: traces} its worker needs
         self.of: dict = {}       # item id -> shard name
         self.results: dict = {}  # item id -> record.Record, until its test takes it
+        self.uninjected: dict = {}  # item id -> record.Record: a failing uninjected run
 
 
 SHARDS_KEY = pytest.StashKey[Shards]()
@@ -95,11 +100,16 @@ def pytest_generate_tests(metafunc):
     window = marker.kwargs.get("window", campaign.DEFAULT_WINDOW)
     targets, endings = campaign.choose(scen, opt("--chaos-target") or marker.kwargs.get("targets"),
                                        opt("--chaos-ending") or marker.kwargs.get("endings"))
+    backend = config.stash[BACKEND]
     planned = plan.plan([(scen, window, targets, endings)], opt("--chaos-point") or (),
                         marker.kwargs.get("mutation"),
-                        lambda s, w, e: discovery.points_without_nova(s, config.stash[BACKEND], w, e),
-                        fault=marker.kwargs.get("fault", "periodic"))
+                        lambda s, w, e, m: discovery.points_without_nova(s, backend, w, e, m),
+                        fault=marker.kwargs.get("fault", "periodic"),
+                        outcomes=lambda s, e, m: discovery.outcomes(s, backend, e, m))
     shards, params = config.stash[SHARDS_KEY], []
+    for record in planned.failing:  # the first finding: a failing test, not a collection error
+        shards.uninjected[record.item.id] = record
+        params.append(pytest.param(record.item, id=record.item.id))
     chosen = planned.items
     if opt("--chaos-shard"):
         from harness.errors import UsageError
@@ -127,7 +137,10 @@ def chaos_result(chaos_item, request):
     own processes never import Nova, whose eventlet monkey patching does not
     mix with xdist's channel threads.
     """
-    results = request.config.stash[SHARDS_KEY].results
+    shards = request.config.stash[SHARDS_KEY]
+    if chaos_item.id in shards.uninjected:  # judged by discovery: nothing to run again
+        return shards.uninjected[chaos_item.id]
+    results = shards.results
     if chaos_item.id not in results:
         _shard_once(chaos_item, request.config)
     if chaos_item.id not in results:
@@ -176,17 +189,21 @@ def _run_shard(shard, traces, backend) -> list:
     import subprocess
     import sys
     mode = "fork" if hasattr(os, "fork") else "fresh"
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.front.worker", "--backend", backend, "--mode", mode,
-         "--jobs", str(os.cpu_count() or 1)],
-        input=json.dumps({"items": [i.id for i in shard], "traces": traces}),
-        capture_output=True, text=True, timeout=300 + 120 * len(shard),
-        env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    bound = 300 + 120 * len(shard)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness.front.worker", "--backend", backend, "--mode", mode,
+             "--jobs", str(os.cpu_count() or 1)],
+            input=json.dumps({"items": [i.id for i in shard], "traces": traces}),
+            capture_output=True, text=True, timeout=bound,
+            env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"shard worker of {len(shard)} items stuck past its {bound} s bound")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if len(lines) != len(shard):
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        pytest.fail(f"shard worker exited {proc.returncode} with {len(lines)} of "
-                    f"{len(shard)} results:\n{tail}")
+        from harness.errors import reason_of
+        pytest.fail(f"shard worker gave {len(lines)} of {len(shard)} results: "
+                    f"{reason_of(proc.returncode, proc.stderr)}")
     return lines
 
 

@@ -121,7 +121,9 @@ def _fit(text: str, width: int) -> str:
 
 
 def failure_text(result) -> str:
-    lines = [f"FAILED {result.item.id}"]
+    lines = [f"FAILED {result.item.id}" + (" (no fault injected: the run every item of this "
+                                           "ending starts from)" if result.item.is_uninjected
+                                           else "")]
     lines += [f"  {p}" for p in result.problems]
     if result.memo:  # replay runs it in full: the same verdict is the memo's soundness
         lines.append(f"  continuation inherited: {result.memo}")
@@ -245,6 +247,15 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
 
 def _toml_strings(values) -> str:
     return "[" + ", ".join(json.dumps(v) for v in sorted(values)) + "]"
+
+
+def uninjected_lines(records) -> list:
+    """The uninjected runs' verdicts, one line per scenario: what every item started from."""
+    by = {}
+    for r in records:
+        by.setdefault(r.item.scenario + (f" (mutation {r.item.mutation})" if r.item.mutation
+                                         else ""), []).append(f"{r.item.ending} {r.verdict}")
+    return [f"uninjected run of {name}: {', '.join(parts)}" for name, parts in by.items()]
 
 
 def to_json(results, meta: dict) -> str:

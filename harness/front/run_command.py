@@ -61,30 +61,45 @@ def cmd_run(args) -> int:
     for line in planned.lines:
         print(line, file=sys.stderr)
     items, traces_by, tables = planned.items, planned.traces, planned.tables
+    # a failing uninjected run is a finding of its own, reported first (by shard 1 of N)
+    first = planned.failing
     shard = None
     if args.shard:
         from harness.execute import shards
         k, n = shards.parse(args.shard)
         weights = shards.durations(args.durations) if args.durations else None
-        shard = {"index": k, "of": n, "planned": len(items), "digest": shards.digest(items)}
+        shard = {"index": k, "of": n, "planned": len(items) + len(first),
+                 "digest": shards.digest(items)}
         items = shards.select(items, k, n, weights)
-        print(f"shard {k}/{n}: {len(items)} of {shard['planned']} items", file=sys.stderr)
+        first = first if k == 1 else []
+        print(f"shard {k}/{n}: {len(items) + len(first)} of {shard['planned']} items",
+              file=sys.stderr)
+    for line in report.uninjected_lines(planned.uninjected):
+        print(line, file=sys.stderr)
     if args.list:
         print("\n".join(i.id for i in items), file=console.OUT)
-        print(f"{len(items)} items", file=sys.stderr)
+        print(f"{len(items)} items" + (f"; and {len(first)} failing uninjected run(s), "
+                                       "reported as items when run" if first else ""),
+              file=sys.stderr)
         return EXIT_OK
+    for r in first:  # the first finding: said now, not only after a long sweep (in full there)
+        print(f"FIRST FINDING, without any injection: {r.item.id} is {r.verdict}: "
+              f"{r.problems[0]} ... ({len(r.problems)} problems; "
+              f"{r.item.replay_command()})", file=sys.stderr)
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),
             "backend": args.backend, "mutation": args.mutate, "fault": args.fault,
             "jobs": jobs, "mode": mode, "shard": shard,
+            # every uninjected run the sweep starts from, and its verdict (failing ones are items)
+            "uninjected": {r.item.id: r.verdict for r in planned.uninjected},
             "campaigns": [{"scenario": n, "window": w, "points": c, "targets": t, "endings": e}
                           for n, w, c, t, e in tables]}
     kept = _resumed(args, items, meta) if args.resume else {}
     todo_items = [i for i in items if i.id not in kept]
     progress = report.Progress(len(todo_items))
-    partial = report.PartialReport(args.json, meta, len(items)) if args.json else None
-    for record in kept.values():
+    partial = report.PartialReport(args.json, meta, len(items) + len(first)) if args.json else None
+    for record in [*first, *kept.values()]:
         partial.results[record.item.id] = record
 
     def on_result(result):
@@ -96,7 +111,8 @@ def cmd_run(args) -> int:
         fresh = {r.item.id: r for r in executor.run_items(
             todo_items, traces_by, jobs, args.backend, on_result, mode, timeout, parents,
             args.memo)}
-        results = [kept.get(i.id) or fresh[i.id] for i in items if i.id in kept or i.id in fresh]
+        results = first + [kept.get(i.id) or fresh[i.id] for i in items
+                           if i.id in kept or i.id in fresh]
     except KeyboardInterrupt:
         if partial is not None and partial.results:
             partial.write()
@@ -137,7 +153,8 @@ def cmd_run(args) -> int:
         print(f"JUnit report: {os.path.abspath(args.junit)}", file=console.OUT)
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
           f"wall); {len(failed)} failed", file=console.OUT)
-    return EXIT_FINDINGS if failed or unsound or len(results) != len(items) else EXIT_OK
+    return (EXIT_FINDINGS if failed or unsound or len(results) != len(items) + len(first)
+            else EXIT_OK)
 
 
 def _resumed(args, items, meta) -> dict:

@@ -12,6 +12,24 @@ import sys
 
 
 def main() -> int:
+    """Run the job; anything that stops it is one line on stderr (its parent reads it
+    with :func:`harness.errors.reason_of`), never only a traceback."""
+    from harness.errors import EXIT_BROKEN, EXIT_USAGE, REASON_PREFIX, UsageError
+    try:
+        return _work()
+    except UsageError as exc:
+        print(f"{REASON_PREFIX}{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        import traceback
+        traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"{REASON_PREFIX}worker crashed: {type(exc).__name__}: {first}", file=sys.stderr)
+        return EXIT_BROKEN
+
+
+def _work() -> int:
     parser = argparse.ArgumentParser(prog="harness.front.worker")
     parser.add_argument("--backend", default="eventlet")
     parser.add_argument("--mode", choices=("fork", "fresh"), default="fresh")
