@@ -11,6 +11,7 @@ from harness.cloud import nova_support
 from harness.execute import campaign, discovery
 from harness.oracles import known
 from harness.execute.item import Item
+from harness.execute.record import Record
 
 OUTER = ["dest:prep>Flavor._load#1", "dest:prep>Instance.save#1",
          "source:resize>Instance.save#1", "dest:finish>Flavor._load#2", "source:confirm>x#1"]
@@ -62,13 +63,19 @@ def test_planning_asks_discovery_for_the_wanted_endings_only(monkeypatch):
     once took that third argument as ``use_cache`` and ran every ending."""
     asked = []
 
-    def fake_paths(scen, backend, window, endings=None):
+    def fake_paths(scen, backend, window, endings=None, mutation=None):
         asked.append((window, endings))
         return {"lifecycle": {e: ["dest:prep>x#1"] for e in endings or scen.endings},
                 "resize": {e: [] for e in scen.endings}}[window]
+
+    def fake_outcomes(scen, backend, endings=None, mutation=None):
+        asked.append(("outcomes", endings))
+        return {e: Record(Item.uninjected(scen.name, e), "pass", []) for e in endings}
     monkeypatch.setattr(discovery, "points_without_nova", fake_paths)
+    monkeypatch.setattr(discovery, "outcomes", fake_outcomes)
     monkeypatch.setattr(nova_support, "current_backend", lambda: "threads")
     from harness.execute import plan
     scen = scenario.load("pinned-hugepages")
-    plan.plan([(scen, "lifecycle", ["source"], ["revert"])])
+    planned = plan.plan([(scen, "lifecycle", ["source"], ["revert"])])
     assert asked and all(endings == ["revert"] for _, endings in asked), asked
+    assert [r.item.id for r in planned.uninjected] == ["pinned-hugepages/uninjected/none/revert"]

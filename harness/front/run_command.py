@@ -121,7 +121,8 @@ def cmd_run(args) -> int:
         raise
     elapsed = time.monotonic() - started
     for name, window, chosen, targets, endings in tables:
-        mine = [r for r in results if r.item.scenario == name and r.item.window == window]
+        mine = [r for r in results if r.item.scenario == name and r.item.window == window
+                and not r.item.is_uninjected]
         print(f"\n{name}, window {window!r}:", file=console.OUT)
         print(report.table(mine, chosen, targets, endings), file=console.OUT)
     failed = [r for r in results if r.verdict in ("fail", "error")]
