@@ -280,8 +280,8 @@ def rejudge(record: dict, entries) -> dict:
     for f in record.get("findings", []):
         checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(
             known.stored_finding(f))
-    if record["verdict"] == "error":  # nothing was judged: it stays as it was
-        return record
+    if record["verdict"] == "error" or Item.parse(record["id"]).is_uninjected:
+        return record  # nothing was judged, or no entry can explain it: it stays as it was
     own = [p for p in map(Problem.from_json, record["problems"])
            if p.kind not in ("finding", "stale-known")]
     verdict, problems, known_lines = _verdict(

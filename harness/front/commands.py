@@ -67,6 +67,9 @@ def validated_item(item_id: str, args, refuse=None):
     from harness.oracles import known
     item = Item.parse(item_id)
     scen = scenario.load(item.scenario)
+    if item.is_uninjected:
+        raise UsageError(f"{item_id} is an uninjected run, not an injected item: "
+                         f"run it with {item.replay_command()}")
     known.load()
     campaign.validate(scen, {}, [item.target], [item.ending], [], item.mutation, item.window,
                       item.fault)

@@ -12,6 +12,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+from harness.execute.item import UNINJECTED
 from harness.explore.faults import DEFAULT_FAULT
 from harness.files import UMASK, atomic_write  # noqa: F401 - the reports' writer
 
@@ -204,6 +205,8 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
             continue
         if any(p["kind"] != "finding" for p in r["problems"]):
             continue  # errors, stale entries, diverged traces: not a finding to accept
+        if _id_parts(r["id"])[2] == UNINJECTED:
+            continue  # a Nova that fails with no fault injected is broken, not explained
         scen, window, point, target, ending = _id_parts(r["id"])
         window = (window, _fault_of(r["id"]))
         places = {}
