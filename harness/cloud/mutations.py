@@ -1,7 +1,9 @@
 """Opt-in mutations: deliberately broken Nova, applied at run time, for self-tests.
 
 A mutation is a fixture that re-creates a known defect in whatever Nova is
-loaded, so the harness can prove its oracles fire at the right points. An
+loaded, so the harness can prove its oracles fire at the right points.
+``needs_fault = True`` marks one whose defect shows only under an injected
+fault (:func:`discovered_as`). An
 upstream one is the reverse of its fix, made at run time on the smallest
 piece of Nova the fix changed; ``bug`` links it, ``operation`` says which
 scenarios it can show in (``nova-chaos mutations`` lists them).
@@ -26,6 +28,8 @@ class Bug1944759(fixtures.Fixture):
     description = "source flips instance.host before old_flavor is stored (pre-fix Nova)"
     bug = "https://bugs.launchpad.net/nova/+bug/1944759"
     operation = "resize"
+
+    needs_fault = True
 
     def _setUp(self):
         from nova.compute import task_states
@@ -57,6 +61,8 @@ class Bug1845146(fixtures.Fixture):
     description = "the periodic ignores 'accepted' live migrations: the destination drops its claim"
     bug = "https://bugs.launchpad.net/nova/+bug/1845146"
     operation = "live-migration"
+
+    needs_fault = True
 
     def _setUp(self):
         from nova.objects import migration as migration_obj
@@ -93,6 +99,8 @@ class Bug1849165(fixtures.Fixture):
     bug = "https://bugs.launchpad.net/nova/+bug/1849165"
     operation = "live-migration"
 
+    needs_fault = True
+
     def _setUp(self):
         from nova.compute import resource_tracker
         real = resource_tracker.ResourceTracker._populate_assigned_resources
@@ -124,6 +132,8 @@ class Bug2025480(fixtures.Fixture):
     bug = "https://bugs.launchpad.net/nova/+bug/2025480"
     operation = "unshelve"
 
+    needs_fault = True
+
     def _setUp(self):
         from nova.compute import vm_states
 
@@ -148,6 +158,8 @@ class Bug1791075(fixtures.Fixture):
     description = "a periodic during an evacuation's rebuild drops the destination's claim"
     bug = "https://bugs.launchpad.net/nova/+bug/1791075"
     operation = "evacuate"
+
+    needs_fault = True
 
     def _setUp(self):
         from nova.compute import task_states, vm_states
@@ -182,6 +194,8 @@ class Bug1896463(fixtures.Fixture):
     description = "an evacuation sets the host and drops its context outside the RT lock"
     bug = "https://bugs.launchpad.net/nova/+bug/1896463"
     operation = "evacuate"
+
+    needs_fault = True
 
     def _setUp(self):
         from nova.compute import resource_tracker
@@ -274,6 +288,8 @@ class VanishOnConfirm(fixtures.Fixture):
     bug = None
     operation = "resize"
 
+    needs_fault = True
+
     def _setUp(self):
         from nova.compute import manager
         real_periodic = manager.ComputeManager.update_available_resource
@@ -309,6 +325,8 @@ class StrayThread(fixtures.Fixture):
     bug = None
     operation = "any"
 
+    needs_fault = True
+
     def _setUp(self):
         import threading
         stop = threading.Event()
@@ -323,6 +341,21 @@ MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165
              "1818914": Bug1818914,
              "selftest-vanish": VanishOnConfirm, "selftest-revert-keeps-dest": RevertKeepsDest,
              "selftest-stray-thread": StrayThread}
+
+
+def discovered_as(name: str | None) -> str | None:
+    """The mutation discovery runs a campaign with ``name`` under.
+
+    ``needs_fault``: reviewed to show only under an injected fault (its
+    docstring says where), so its uninjected runs are clean Nova's and the
+    campaign shares clean Nova's cached discovery (the fork parent still runs
+    the mutated uninjected prefix and first ending, and must pass); any other
+    mutation is discovered with it applied, so a defect it shows without any
+    fault is the campaign's first finding.
+    """
+    if name is None or getattr(get(name), "needs_fault", False):
+        return None
+    return name
 
 
 def get(name: str):

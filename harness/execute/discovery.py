@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 
 from harness import files
 from harness.errors import EXIT_USAGE, SubprocessFailed, UnknownChoice, UsageError, reason_of
@@ -33,6 +34,9 @@ from harness.explore.tracer import DEFAULT_WINDOW, WIDEST
 SLICED_FROM = "revert"
 #: seconds one ending's discovery run may take (its own run has the item bound, 180 s)
 DISCOVERY_TIMEOUT = 300.0
+#: when this process started: an uninjected run that stopped short (``error``: a bound
+#: ran out on a loaded machine, say) is kept for this process only, then run again
+_STARTED = time.time()
 CACHE_DIR = os.path.abspath(os.environ.get("NOVA_CHAOS_CACHE")
                             or os.path.join(tempfile.gettempdir(), "nova-chaos-cache"))
 
@@ -109,8 +113,9 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
     (measured: "other threads are alive: Thread-14 (ThreadWorker)" on a
     cold cache).
     """
-    from harness.cloud import nova_support
+    from harness.cloud import mutations, nova_support
     check_window(window)
+    mutation = mutations.discovered_as(mutation)
     backend = nova_support.current_backend()
     paths = _parts(scen, backend, endings, mutation)
     if not use_cache:
@@ -121,9 +126,22 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
         return points_without_nova(scen, backend, window, endings, mutation)
     for path, ending in paths.items():
         with _discovery_lock(path):  # another process discovering the same input: wait, then read
-            if not os.path.exists(path):
+            if _missing(path):
                 _discover_and_cache(scen, ending, path, mutation)
     return _traces(scen, window, paths)
+
+
+def _missing(path: str) -> bool:
+    """Not cached, or cached by an earlier process as an uninjected run that stopped
+    short: a verdict of ``fail`` is Nova's and kept, an ``error`` may be the machine's."""
+    if not os.path.exists(path):
+        return True
+    if os.path.getmtime(path) >= _STARTED:
+        return False
+    try:
+        return _read(path)["uninjected"]["verdict"] == "error"
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
 
 
 def _read(path: str) -> dict:
@@ -147,7 +165,9 @@ def _traces(scen, window: str, paths: dict) -> dict:
 def outcomes(scen, backend: str, endings=None, mutation=None) -> dict:
     """``{ending: Record}``: each discovered ending's uninjected run, judged
     (read from the cache :func:`discover` filled; never imports Nova)."""
+    from harness.cloud import mutations
     from harness.execute.record import Record
+    mutation = mutations.discovered_as(mutation)
     return {ending: Record.from_json(_read(path)["uninjected"])
             for path, ending in _parts(scen, backend, endings, mutation).items()}
 
@@ -204,9 +224,11 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, ending
     patching) inside an xdist worker during collection hangs the worker's
     channel. A cache miss runs ``nova-chaos points`` in a subprocess.
     """
+    from harness.cloud import mutations
     check_window(window)
+    mutation = mutations.discovered_as(mutation)
     paths = _parts(scen, backend, endings, mutation)
-    missing = [e for path, e in paths.items() if not os.path.exists(path)]
+    missing = [e for path, e in paths.items() if _missing(path)]
     if missing:
         import subprocess
         import sys
@@ -221,10 +243,10 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, ending
             raise SubprocessFailed(f"discovery of {scen.name} ({', '.join(missing)}) took over "
                              f"{DISCOVERY_TIMEOUT * len(missing) + 60:.0f} s: stopped") from None
         # a failing uninjected run is cached like a passing one (the subprocess exits 1)
-        if not all(os.path.exists(p) for p in paths) and proc.returncode not in (0, 1):
+        if any(_missing(p) for p in paths) and proc.returncode not in (0, 1):
             why = f"discovery of {scen.name} failed: {reason_of(proc.returncode, proc.stderr)}"
             raise UsageError(why) if proc.returncode == EXIT_USAGE else SubprocessFailed(why)
-        if not all(os.path.exists(p) for p in paths):  # it cached under another key
+        if any(_missing(p) for p in paths):  # it cached under another key
             raise UsageError(f"discovery of {scen.name} ran but cached under another key: "
                              "were Nova, fake_driver or the harness edited meanwhile?")
     return _traces(scen, window, paths)
