@@ -180,13 +180,7 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
     expected_trace = traces.get(item.ending) if traces else None
     result = run.result
     trace = [p.id for p in run.tracer.points] if run.tracer else []
-    problems = []
-    if result.error:
-        problems.append(Problem("error", f"error: {result.first_problem()}"))
-    missing = result.missing(run.planned())
-    if missing:
-        problems.append(Problem("error", f"error: never reached checkpoint {', '.join(missing)}"
-                                + ("" if result.error else f" (the run ended at {run.where})")))
+    problems = stopped_short(run)
     if expected_trace is not None and item.point in expected_trace:
         # the run must follow the recorded trace up to the point (determinism)
         upto = expected_trace.index(item.point) + 1
@@ -217,7 +211,19 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
     return Record(item, verdict, problems, known_lines, time.monotonic() - started,
                   inj.fired_at, findings_json(result.checkpoints),
                   result.warnings() if verdict in ("fail", "error") else [],
-                  result.checkpoints, trace, inj.changes)
+                  result.checkpoints, trace, inj.changes, state=inj.state)
+
+
+def stopped_short(run) -> list:
+    """Why ``run`` proved nothing: it stopped, or never reached a planned checkpoint."""
+    result, problems = run.result, []
+    if result.error:
+        problems.append(Problem("error", f"error: {result.first_problem()}"))
+    missing = result.missing(run.planned())
+    if missing:
+        problems.append(Problem("error", f"error: never reached checkpoint {', '.join(missing)}"
+                                + ("" if result.error else f" (the run ended at {run.where})")))
+    return problems
 
 
 def judge_uninjected(scenario: str, ending: str, mutation, run) -> Record:
@@ -231,13 +237,7 @@ def judge_uninjected(scenario: str, ending: str, mutation, run) -> Record:
     """
     item = Item.uninjected(scenario, ending, mutation)
     result = run.result
-    problems = []
-    if result.error:
-        problems.append(Problem("error", f"error: {result.first_problem()}"))
-    missing = result.missing(run.planned())
-    if missing:
-        problems.append(Problem("error", f"error: never reached checkpoint {', '.join(missing)}"
-                                + ("" if result.error else f" (the run ended at {run.where})")))
+    problems = stopped_short(run)
     problems += [Problem("finding", f"{known.classify(f)} finding at {cp}: {f.line()}")
                  for cp, f in result.findings]
     verdict = ("error" if any(p.kind == "error" for p in problems)
