@@ -50,6 +50,12 @@ def test_mutation_1944759(chaos_item, chaos_result):
     expect_caught = chaos_item.point in race_window(points) and chaos_item.target in ("source", "both")
     caught = chaos_result.verdict == "fail"
     assert chaos_result.fired, "the injection must fire"
+    # the cause as a condition on the state the periodic met, not on the point's name
+    # (issue 30): the source's periodic sees the instance on the destination, no old flavor
+    met = chaos_result.state["source"]
+    assert (met["runs_on"], met["migration"]["type"]) == ("source", "resize"), met
+    assert expect_caught == (met["instance"]["host"] == "dest"
+                             and not met["instance"]["old_flavor"]), (chaos_item.id, met)
     if expect_caught:
         assert caught, f"1944759 not caught at {chaos_item.id}"
         hard = "\n".join(p.text for p in chaos_result.of_kind("finding"))

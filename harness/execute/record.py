@@ -61,6 +61,7 @@ class Record:
     trace: list = dataclasses.field(default_factory=list, repr=False)
     changes: dict = dataclasses.field(default_factory=dict, repr=False)
     memo: str | None = None      # the run whose continuation it inherited (harness.execute.memo)
+    state: dict = dataclasses.field(default_factory=dict)  # role -> what its periodic met
 
     def of_kind(self, *kinds) -> list:
         return [p for p in self.problems if p.kind in kinds]
@@ -74,6 +75,8 @@ class Record:
             # evidence for a failure that may not replay: what Nova warned of, in order
             **({"log": self.log} if self.log else {}),
             **({"memo": self.memo} if self.memo else {}),
+            # the state the injected periodic acted on, per role (harness.oracles.state)
+            **({"state": self.state} if self.state else {}),
         }
 
     @classmethod
@@ -81,7 +84,7 @@ class Record:
         return cls(Item.parse(data["id"]), data["verdict"],
                    [Problem.from_json(p) for p in data["problems"]], data["known"],
                    data["seconds"], data.get("fired", []), data.get("findings", []),
-                   data.get("log", []), memo=data.get("memo"))
+                   data.get("log", []), memo=data.get("memo"), state=data.get("state", {}))
 
     @classmethod
     def error(cls, item: Item, why: str) -> "Record":

@@ -26,7 +26,7 @@ from harness.execute.runner import Hooks
 from harness.explore import faults, restart, split
 from harness.explore.faults import DEFAULT_FAULT
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
-from harness.oracles import checks, views
+from harness.oracles import checks, state, views
 
 
 @dataclasses.dataclass
@@ -38,6 +38,7 @@ class Injection:
     hosts: list = dataclasses.field(default_factory=list)     # where it must fire (at the point)
     fired_at: list = dataclasses.field(default_factory=list)  # "host (now|deferred)"
     changes: dict = dataclasses.field(default_factory=dict)   # host -> [(path, before, after)]
+    state: dict = dataclasses.field(default_factory=dict)     # role -> facts its periodic met
 
 
 class Injector(fixtures.Fixture, Hooks):
@@ -97,6 +98,7 @@ class Injector(fixtures.Fixture, Hooks):
 
     def _periodic(self, host, how, stage):
         with self.tracer.suspended():
+            self._note_state(host)
             before = views.snapshot(self.run.cloud) if self.injection.detail else None
             distance = faults.split_distance(self.injection.fault)
             if distance is not None:
@@ -115,6 +117,15 @@ class Injector(fixtures.Fixture, Hooks):
             else:
                 self.run.cloud.periodic(host)
             self._judged(host, how, before, stage)
+
+    def _note_state(self, host) -> None:
+        """What the periodic on ``host`` is about to act on (:mod:`harness.oracles.state`)."""
+        roles = self.tracer.roles
+        try:
+            facts = state.at_point(self.run.cloud, self.run.scenario.subject.server, host, roles)
+        except Exception as exc:  # evidence only: a read that fails must not end the item
+            facts = {"unreadable": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        self.injection.state[roles.get(host, host)] = facts
 
     def _judged(self, host, how, before, stage):
         """The injected periodic on ``host`` is over: record it, check every view."""
