@@ -52,7 +52,7 @@ def test_mutation_1944759(chaos_item, chaos_result):
     assert chaos_result.fired, "the injection must fire"
     # the cause as a condition on the state the periodic met, not on the point's name
     # (issue 30): the source's periodic sees the instance on the destination, no old flavor
-    met = chaos_result.state["source"]
+    met = chaos_result.state["source"]["vm1"]
     assert (met["runs_on"], met["migration"]["type"]) == ("source", "resize"), met
     assert expect_caught == (met["instance"]["host"] == "dest"
                              and not met["instance"]["old_flavor"]), (chaos_item.id, met)

@@ -18,7 +18,7 @@ from harness.execute import discovery, runner
 from harness.execute.item import Item
 from harness.execute.record import PROVED_NOTHING, Problem, Record
 from harness.explore import injection
-from harness.oracles import known
+from harness.oracles import causes as causes_mod, known
 from harness.errors import UnknownChoice, UsageError
 from harness.explore import faults
 from harness.explore.faults import DEFAULT_FAULT
@@ -206,12 +206,14 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
             problems += [Problem("missed-injection", f"the split periodic never stopped between "
                                  f"its reads: {fired}") for fired in inj.fired_at
                          if "split: resumed at " not in fired]
-    verdict, problems, known_lines = _verdict(
-        item, result.checkpoints, problems, known.load() if entries is None else entries)
+    verdict, problems, known_lines, why = _verdict(
+        item, result.checkpoints, problems, known.load() if entries is None else entries,
+        inj.state)
     return Record(item, verdict, problems, known_lines, time.monotonic() - started,
-                  inj.fired_at, findings_json(result.checkpoints),
+                  inj.fired_at, findings_json(result.checkpoints, why.owners()),
                   result.warnings() if verdict in ("fail", "error") else [],
-                  result.checkpoints, trace, inj.changes, state=inj.state)
+                  result.checkpoints, trace, inj.changes, state=inj.state,
+                  causes=why.summary())
 
 
 def stopped_short(run) -> list:
@@ -247,44 +249,81 @@ def judge_uninjected(scenario: str, ending: str, mutation, run) -> Record:
                   result.warnings() if verdict != "pass" else [], result.checkpoints)
 
 
-def findings_json(checkpoints) -> list:
+def findings_json(checkpoints, owners: dict | None = None) -> list:
+    """The findings as reports keep them; ``owners``: ``id(finding)`` -> the root cause
+    that explains it (its name is kept with the finding)."""
+    owners = owners or {}
     return [{"checkpoint": cp.name, "check": f.check, "where": f.where,
              "expected": repr(f.expected), "seen": repr(f.seen),
-             "value": known.value_of(f), "class": known.classify(f)}
+             "value": known.value_of(f), "class": known.classify(f),
+             **({"cause": owners[id(f)]} if id(f) in owners else {})}
             for cp in checkpoints for f in cp.findings]
 
 
-def _verdict(item, checkpoints, problems, entries) -> tuple:
-    """``(verdict, problems, known lines)``: the run's own problems plus what its findings say."""
+def _verdict(item, checkpoints, problems, entries, state=None, stored=None) -> tuple:
+    """``(verdict, problems, known lines, attribution)``: the run's own problems plus
+    what its findings say. Root causes explain findings first (their condition on
+    ``state``; ``stored``: a stored report's findings, already attributed); the
+    known-findings entries then see what is left."""
     crashed = any(p.kind in PROVED_NOTHING for p in problems)
-    unknown, stale, known_pairs = known.judge(item, checkpoints, entries)
+    why = (causes_mod.attribute(item, checkpoints, state, causes_mod.load(),
+                                _scenario(item.scenario)) if stored is None else stored)
+    left = {}
+    for cp, f in why.unknown:
+        left.setdefault(cp, runner.Checkpoint(cp, [])).findings.append(f)
+    unknown, stale, known_pairs = known.judge(item, list(left.values()), entries)
     problems = problems + [Problem("finding", f"{known.classify(f)} finding at {cp}: {f.line()}")
                            for cp, f in unknown]
     if not crashed:  # a run that stopped early cannot show what an entry expects later
         problems += [Problem("stale-known", f"known finding no longer reproduces: {e.describe(i)}")
                      for e, i in stale]
     verdict = ("error" if crashed else
-               "fail" if problems else "known" if known_pairs else "pass")
-    return verdict, problems, [f"{e.klass}: {f.line()} ({e.reason})" for e, f in known_pairs]
+               "fail" if problems else "known" if known_pairs or why.known else "pass")
+    lines = [f"{c.klass} {c.name} at {cp}: {f.line()}" for c, cp, f in why.known]
+    lines += [f"{e.klass}: {f.line()} ({e.reason})" for e, f in known_pairs]
+    return verdict, problems, lines, why
+
+
+_SCENARIOS: dict = {}
+
+
+def _scenario(name: str):
+    if name not in _SCENARIOS:
+        _SCENARIOS[name] = scenario_mod.load(name)
+    return _SCENARIOS[name]
 
 
 def rejudge(record: dict, entries) -> dict:
     """A stored item result (report JSON) judged again against ``entries``.
 
     Known findings are reviewed after long campaigns; the findings in a
-    report are all that judging needs, so nothing is run again. Problems that
-    did not come from findings (errors, a missed point, a diverged trace) stay.
+    report are all that judging needs, so nothing is run again. A finding a
+    root cause explained keeps it while the cause is in the file (the views
+    its effect was checked against are not kept: changing an effect needs a
+    run). Problems that did not come from findings (errors, a missed point,
+    a diverged trace) stay.
     """
     from harness.execute.runner import Checkpoint
-    checkpoints = {}
-    for f in record.get("findings", []):
-        checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(
-            known.stored_finding(f))
     if record["verdict"] == "error" or Item.parse(record["id"]).is_uninjected:
         return record  # nothing was judged, or no entry can explain it: it stays as it was
+    by_name = {c.name: c for c in causes_mod.load()}
+    why = causes_mod.Attribution()
+    checkpoints = {}
+    for f in record.get("findings", []):
+        finding = known.stored_finding(f)
+        checkpoints.setdefault(f["checkpoint"], Checkpoint(f["checkpoint"], [])).findings.append(
+            finding)
+        cause = by_name.get(f.get("cause"))
+        if cause is not None:
+            why.known.append((cause, f["checkpoint"], finding))
+        else:
+            why.unknown.append((f["checkpoint"], finding))
+    stored = record.get("causes", {})
+    why.bit = [n for n in stored.get("bit", []) if n in by_name]
+    why.held = [n for n in stored.get("held", []) if n in by_name]
     own = [p for p in map(Problem.from_json, record["problems"])
            if p.kind not in ("finding", "stale-known")]
-    verdict, problems, known_lines = _verdict(
-        Item.parse(record["id"]), list(checkpoints.values()), own, entries)
+    verdict, problems, known_lines, why = _verdict(
+        Item.parse(record["id"]), list(checkpoints.values()), own, entries, stored=why)
     return dict(record, verdict=verdict, problems=[p.to_json() for p in problems],
-                known=known_lines)
+                known=known_lines, causes=why.summary())

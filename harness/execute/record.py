@@ -62,6 +62,8 @@ class Record:
     changes: dict = dataclasses.field(default_factory=dict, repr=False)
     memo: str | None = None      # the run whose continuation it inherited (harness.execute.memo)
     state: dict = dataclasses.field(default_factory=dict)  # role -> what its periodic met
+    #: root causes (harness.oracles.causes): {"bit": names, "held": names whose condition held}
+    causes: dict = dataclasses.field(default_factory=dict)
 
     def of_kind(self, *kinds) -> list:
         return [p for p in self.problems if p.kind in kinds]
@@ -77,6 +79,7 @@ class Record:
             **({"memo": self.memo} if self.memo else {}),
             # the state the injected periodic acted on, per role (harness.oracles.state)
             **({"state": self.state} if self.state else {}),
+            **({"causes": self.causes} if self.causes else {}),
         }
 
     @classmethod
@@ -84,7 +87,8 @@ class Record:
         return cls(Item.parse(data["id"]), data["verdict"],
                    [Problem.from_json(p) for p in data["problems"]], data["known"],
                    data["seconds"], data.get("fired", []), data.get("findings", []),
-                   data.get("log", []), memo=data.get("memo"), state=data.get("state", {}))
+                   data.get("log", []), memo=data.get("memo"), state=data.get("state", {}),
+                   causes=data.get("causes", {}))
 
     @classmethod
     def error(cls, item: Item, why: str) -> "Record":

@@ -30,6 +30,9 @@ from harness.errors import HostCrashed, ScenarioFailed, UnknownChoice
 class Checkpoint:
     name: str
     findings: list
+    #: what the checks read, kept only when they found something: root causes
+    #: (:mod:`harness.oracles.causes`) check their effect against it. Not in reports.
+    evidence: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -188,14 +191,19 @@ class Run:
         if self.ending_error is not None:
             found.insert(0, self.ending_error)
             self.ending_error = None
+        after = None
         if self.converge_every if converge is None else converge:
-            found += self.convergence(snap)
+            found_after, after = self._converge(snap)
+            found += found_after
         cp = Checkpoint(name, found)
+        if found:
+            cp.evidence = checks.Evidence.of(ctx, after)
         self.result.checkpoints.append(cp)
         return cp
 
-    def convergence(self, before: dict) -> list:
-        """A periodic on every host must change nothing and log no error."""
+    def _converge(self, before: dict) -> tuple:
+        """A periodic on every host must change nothing and log no error:
+        ``(findings, the views after the periodics)``."""
         for host in self.scenario.hosts:
             self.cloud.periodic(host.name)
         after = views.snapshot(self.cloud)
@@ -206,7 +214,7 @@ class Run:
                                   text[self._log_offset:])
         self._log_offset = len(text)
         found += [dataclasses.replace(f, check="convergence") for f in checks.logs_clean(ctx)]
-        return found
+        return found, after
 
     # -- the scenario ----------------------------------------------------------
     def execute(self, instrument=None) -> RunResult:

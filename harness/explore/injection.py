@@ -38,7 +38,7 @@ class Injection:
     hosts: list = dataclasses.field(default_factory=list)     # where it must fire (at the point)
     fired_at: list = dataclasses.field(default_factory=list)  # "host (now|deferred)"
     changes: dict = dataclasses.field(default_factory=dict)   # host -> [(path, before, after)]
-    state: dict = dataclasses.field(default_factory=dict)     # role -> facts its periodic met
+    state: dict = dataclasses.field(default_factory=dict)     # role -> server -> facts its periodic met
 
 
 class Injector(fixtures.Fixture, Hooks):
@@ -122,7 +122,7 @@ class Injector(fixtures.Fixture, Hooks):
         """What the periodic on ``host`` is about to act on (:mod:`harness.oracles.state`)."""
         roles = self.tracer.roles
         try:
-            facts = state.at_point(self.run.cloud, self.run.scenario.subject.server, host, roles)
+            facts = state.at_point(self.run.cloud, host)
         except Exception as exc:  # evidence only: a read that fails must not end the item
             facts = {"unreadable": f"{type(exc).__name__}: {str(exc)[:200]}"}
         self.injection.state[roles.get(host, host)] = facts

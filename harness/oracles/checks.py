@@ -9,6 +9,7 @@ as a diff.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import re
 
@@ -45,6 +46,28 @@ class CheckContext:
     reserved_mb: int
     log_text: str
     chosen: dict = dataclasses.field(default_factory=dict)  # server -> {"old"/"new": cells} seen last
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What a checkpoint's checks read, as plain data (it travels with memoized
+    continuations): a root cause's effect is undone on it and the checks run again."""
+
+    phase: object
+    snap: dict
+    exact_cells: bool
+    reserved_mb: int
+    chosen: dict
+    after: dict | None   # the views after the convergence periodic, if it ran
+
+    @classmethod
+    def of(cls, ctx, after) -> "Evidence":
+        return cls(ctx.phase, ctx.snap, ctx.exact_cells, ctx.reserved_mb,
+                   copy.deepcopy(ctx.chosen), after)
+
+    def context(self, snap) -> CheckContext:
+        return CheckContext(None, self.phase, snap, self.exact_cells, self.reserved_mb, "",
+                            self.chosen)
 
 
 def check(name: str):

@@ -1,16 +1,18 @@
 """The state an injected periodic acts on, read at the point from Nova itself.
 
-A known finding is a mechanism in Nova: a condition on this state and its
-effect on the ledger (issue 30). The condition is stated over what Nova
-holds when the fault strikes -- never over the name of the call it strikes
-before -- so a harmless extra call inside a known window is the same cause.
-These facts are read from Nova's database and the striking host's resource
-tracker (the harness's own read: no yield point is recorded), before the
-periodic runs, and kept with the item.
+A known finding is a root cause in Nova (:mod:`harness.oracles.causes`): a
+condition on this state and its effect on the ledger. The condition is
+stated over what Nova holds when the fault strikes -- never over the name
+of the call it strikes before -- so a harmless extra call inside a known
+window is the same cause. These facts are read from Nova's database and
+the striking host's resource tracker (the harness's own read: no yield
+point is recorded), before the periodic runs, and kept with the item.
 
-Hosts are named by their role in the move (``source``, ``dest``; ``other``
-for a host the move does not involve) so the facts of two scenarios with
-other host names compare.
+Facts are per server, and each server's hosts are named by their role in
+*its own* move (``source``, ``dest``; ``other`` for a host its move does
+not involve; a server that never moved has only ``other`` hosts), so the
+facts of two scenarios -- or of two servers crossing in opposite
+directions -- compare.
 """
 from __future__ import annotations
 
@@ -21,24 +23,35 @@ def _role(roles: dict, host) -> str | None:
     return roles.get(host, "other")
 
 
-def at_point(cloud, server: str, host: str, roles: dict) -> dict:
-    """Facts about the subject ``server`` as ``host``'s periodic is about to see them.
+def at_point(cloud, host: str) -> dict:
+    """Facts about every server as ``host``'s periodic is about to see them.
 
-    ``roles``: host name -> role in the move. Read: the instance (its host
-    and node, vm and task state, whether its migration context and old/new
-    flavors are set), its newest migration (type, status, source and dest),
-    and whether ``host``'s tracker tracks that migration and the instance.
+    Per server: the role of ``host`` in its move (``runs_on``), the host
+    names behind the roles (``hosts``), the instance (its host and node, vm
+    and task state, whether its migration context and old/new flavors are
+    set), its newest migration (type, status, source and dest), and whether
+    ``host``'s tracker tracks that migration and the instance.
     """
-    from nova import context, objects
+    return {server: _server_facts(cloud, uuid, host) for server, uuid in sorted(cloud.servers.items())}
+
+
+def _server_facts(cloud, uuid: str, host: str) -> dict:
+    from nova import context, exception, objects
     ctx = context.get_admin_context()
-    uuid = cloud.servers[server]
-    inst = objects.Instance.get_by_uuid(
-        ctx, uuid, expected_attrs=["migration_context", "flavor"])
+    try:
+        inst = objects.Instance.get_by_uuid(
+            ctx, uuid, expected_attrs=["migration_context", "flavor"])
+    except exception.InstanceNotFound:
+        return {"deleted": True}
     migrations = objects.MigrationList.get_by_filters(ctx, {"instance_uuid": uuid})
     migration = max(migrations, key=lambda m: m.id) if len(migrations) else None
+    roles = {}
+    if migration is not None:  # a same-host move: the one host is its source
+        roles = {migration.dest_compute: "dest", migration.source_compute: "source"}
     tracker = cloud.compute(host).rt
     return {
         "runs_on": _role(roles, host),
+        "hosts": {role: name for name, role in sorted(roles.items())},
         "instance": {
             "host": _role(roles, inst.host), "node": _role(roles, inst.node),
             "vm_state": inst.vm_state, "task_state": inst.task_state,

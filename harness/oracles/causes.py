@@ -1,0 +1,363 @@
+"""Root causes: a known finding is a mechanism in Nova, not a list of points.
+
+``scenarios/root-causes.toml`` names each mechanism once, for every
+scenario and point where it bites:
+
+* its **condition**, over the state the injected periodic met
+  (:mod:`harness.oracles.state`: which host of a server's move runs it, the
+  instance's host and task state, the migration's type and status, which
+  trackers track what) -- never over the name of a call, so a harmless
+  extra call inside the window is the same cause;
+* its **effect** on the trackers, stated against the ledger: "the
+  source's tracker lacks the guest it holds", "the destination counts the
+  old flavor in its counters instead of the new one". The harness undoes
+  the effect on the views the checkpoint read and runs the ledger checks
+  again (and the convergence periodic's comparison): if nothing is left,
+  the cause explains every one of those findings, with the exact values
+  Nova's choices give in that scenario. What no tracker holds (a server in
+  ERROR, a logged exception) is named as it shows.
+
+Value-exact: an effect that does not account for a finding exactly leaves
+it, and the item fails as a new finding; the same condition with another
+effect is a new finding. A cause whose condition held where it did not
+bite is counted, not failed: a run says once when a cause bit nowhere.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import fnmatch
+import itertools
+import os
+import tomllib
+
+from harness.errors import InvalidScenario
+from harness.scenario import SCENARIO_DIR
+
+CAUSES_FILE = os.path.join(SCENARIO_DIR, "root-causes.toml")
+#: another causes file for this process and every process it starts
+CAUSES_ENV = "NOVA_CHAOS_CAUSES"
+CLASSES = ("hard", "transient")
+#: the checks that read the views a checkpoint kept (the rest are named as they show)
+LEDGER_CHECKS = ("rt", "truth", "placement")
+_KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
+         "expect", "why"}
+_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters_only"}
+_EXPECT_KEYS = {"at", "check", "where", "seen"}
+_TOPOLOGIES = ("current", "old", "new")
+_FLAVORS = ("old", "new")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackerEffect:
+    """``host``'s tracker lacks (``sign`` -1) or counts extra (+1) one holding of the server."""
+
+    at: tuple          # checkpoint globs
+    host: str          # the server's move role: source, dest
+    sign: int
+    flavor: str        # old | new: whose vCPUs and memory the counters miss or add
+    cells: str | None  # current | old | new: whose NUMA cells (None: counters only)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """A finding no view holds, as it shows: ``where`` names hosts ``{source}``,
+    ``{dest}`` and the server ``{server}``; ``seen`` globs over its value."""
+
+    at: tuple
+    check: str
+    where: str
+    seen: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    name: str
+    klass: str
+    title: str
+    bug: str
+    nova: str
+    faults: tuple      # globs over the item's fault
+    scenarios: tuple   # globs
+    when: dict         # dotted key of a server's facts -> allowed values
+    effects: tuple     # TrackerEffect
+    expects: tuple     # Expect
+    why: str = ""
+
+    def holds(self, facts: dict) -> bool:
+        return all(_get(facts, key) in allowed for key, allowed in self.when.items())
+
+    def covers(self, item) -> bool:
+        return (any(fnmatch.fnmatchcase(item.fault, f) for f in self.faults)
+                and any(fnmatch.fnmatchcase(item.scenario, s) for s in self.scenarios))
+
+    def acts_at(self, checkpoint: str) -> bool:
+        return any(_at(checkpoint, c.at) for c in (*self.effects, *self.expects))
+
+
+_MISSING = object()
+
+
+def _get(facts: dict, dotted: str):
+    value = facts
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _at(checkpoint: str, globs: tuple) -> bool:
+    return any(fnmatch.fnmatchcase(checkpoint, g) for g in globs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A cause whose condition held for ``server`` when the fault struck."""
+
+    cause: Cause
+    server: str
+    hosts: dict        # role -> host name, in the server's move
+
+
+_LOADED: dict = {}
+
+
+def load(path: str | None = None) -> list:
+    """The causes in ``path`` (default: the env's file, else the repository's), parsed once
+    per process and file version (every item is judged against them)."""
+    path = path or os.environ.get(CAUSES_ENV) or CAUSES_FILE
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        return []
+    if (path, stamp) not in _LOADED:
+        _LOADED[(path, stamp)] = _parse(path)
+    return _LOADED[(path, stamp)]
+
+
+def _parse(path: str) -> list:
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidScenario(f"{path}: cannot read it: {exc.strerror}") from None
+    out, names = [], set()
+    for i, c in enumerate(raw.get("cause", [])):
+        out.append(_cause(c, f"{os.path.basename(path)}: cause[{i}]"))
+        if out[-1].name in names:
+            raise InvalidScenario(f"{os.path.basename(path)}: cause {out[-1].name!r} twice")
+        names.add(out[-1].name)
+    return out
+
+
+def _listed(value) -> tuple:
+    return tuple(value) if isinstance(value, list) else (value,)
+
+
+def _cause(c: dict, where: str) -> Cause:
+    unknown, missing = set(c) - _KEYS, {"name", "class", "title", "when"} - set(c)
+    if unknown or missing:
+        raise InvalidScenario(f"{where}: unknown keys {sorted(unknown)}, missing {sorted(missing)}")
+    where = f"{where} ({c['name']})"
+    if c["class"] not in CLASSES:
+        raise InvalidScenario(f"{where}: class must be one of {CLASSES}")
+    if not isinstance(c["when"], dict) or not c["when"]:
+        raise InvalidScenario(f"{where}: when maps state keys (e.g. 'migration.status') to values")
+    effects = []
+    for e in c.get("effect", []):
+        if set(e) - _EFFECT_KEYS or "at" not in e or "host" not in e or (
+                ("lacks" in e) == ("counts" in e)):
+            raise InvalidScenario(f"{where}: each effect has at, host, and lacks or counts "
+                                  f"(a flavor: {_FLAVORS}), optionally cells ({_TOPOLOGIES})")
+        flavor = e.get("lacks", e.get("counts"))
+        cells = e.get("cells")
+        if flavor not in _FLAVORS or cells not in (None, *_TOPOLOGIES):
+            raise InvalidScenario(f"{where}: an effect's flavor is one of {_FLAVORS}, its "
+                                  f"cells one of {_TOPOLOGIES}")
+        effects.append(TrackerEffect(_listed(e["at"]), e["host"], -1 if "lacks" in e else 1,
+                                     flavor, cells))
+    expects = []
+    for x in c.get("expect", []):
+        if set(x) != _EXPECT_KEYS:
+            raise InvalidScenario(f"{where}: each expect needs exactly {sorted(_EXPECT_KEYS)}")
+        expects.append(Expect(_listed(x["at"]), x["check"], x["where"], _listed(x["seen"])))
+    if not effects and not expects:
+        raise InvalidScenario(f"{where}: a cause needs an effect or an expect")
+    if c["class"] == "transient" and any(e.cells for e in effects):
+        raise InvalidScenario(f"{where}: a transient cause changes counters only (no cells)")
+    when = {k: _listed(v) for k, v in c["when"].items()}
+    return Cause(c["name"], c["class"], c["title"], c.get("bug", ""), c.get("nova", ""),
+                 _listed(c.get("fault", ["periodic", "split*"])), _listed(c.get("scenario", "*")),
+                 when, tuple(effects), tuple(expects), c.get("why", ""))
+
+
+def bound(causes: list, item, state: dict) -> list:
+    """The causes whose condition held for some server where the item's fault struck."""
+    out = []
+    for cause in causes:
+        if not cause.covers(item):
+            continue
+        for facts_by_server in state.values():
+            for server, facts in sorted(facts_by_server.items()):
+                if isinstance(facts, dict) and cause.holds(facts):
+                    out.append(Bound(cause, server, dict(facts.get("hosts", {}))))
+    return _unique(out)
+
+
+def _unique(bounds: list) -> list:
+    seen, out = set(), []
+    for b in bounds:
+        key = (b.cause.name, b.server)
+        if key not in seen:
+            seen.add(key)
+            out.append(b)
+    return out
+
+
+# -- judging -----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Attribution:
+    """An item's findings, each explained by a cause or left unknown."""
+
+    known: list = dataclasses.field(default_factory=list)    # (Cause, checkpoint, Finding)
+    unknown: list = dataclasses.field(default_factory=list)  # (checkpoint, Finding)
+    bit: list = dataclasses.field(default_factory=list)      # cause names, in order
+    held: list = dataclasses.field(default_factory=list)     # names whose condition held
+
+    def owners(self) -> dict:
+        """``id(finding)`` -> the name of the cause that explains it."""
+        return {id(f): cause.name for cause, _, f in self.known}
+
+    def summary(self) -> dict:
+        """What a report keeps: the causes that bit, and those whose condition held."""
+        return {"bit": list(self.bit), "held": list(self.held)} if self.held or self.bit else {}
+
+
+def attribute(item, checkpoints, state: dict, causes: list, scenario) -> Attribution:
+    """Explain ``checkpoints``' findings by the causes whose condition held (``state``).
+
+    Per checkpoint, the subset of those causes whose effects, undone, leave
+    nothing is chosen (the smallest, on ties the first); whatever no subset
+    explains is unknown.
+    """
+    bounds = bound(causes, item, state or {})
+    out = Attribution(held=list(dict.fromkeys(b.cause.name for b in bounds)))
+    for cp in checkpoints:
+        if not cp.findings:
+            continue
+        acting = [b for b in bounds if b.cause.acts_at(cp.name)]
+        chosen, left = (), list(cp.findings)
+        for size in range(1, min(len(acting), 4) + 1):
+            for subset in itertools.combinations(acting, size):
+                rest = residual(cp, subset, scenario)
+                if len(rest) < len(left):
+                    chosen, left = subset, rest
+            if not left:
+                break
+        explained = [f for f in cp.findings if f not in left]
+        for b in chosen:
+            if b.cause.name not in out.bit:
+                out.bit.append(b.cause.name)
+        for f in explained:
+            out.known.append((_owner(chosen, cp.name, f), cp.name, f))
+        out.unknown += [(cp.name, f) for f in left]
+    return out
+
+
+def _owner(chosen: tuple, checkpoint: str, finding) -> Cause:
+    """The chosen cause a finding is shown under: the one that names it, else the first."""
+    for b in chosen:
+        if any(_matches(x, b, checkpoint, finding) for x in b.cause.expects):
+            return b.cause
+    return chosen[0].cause
+
+
+def residual(cp, subset: tuple, scenario) -> list:
+    """``cp``'s findings that the effects of ``subset`` (undone) do not account for."""
+    from harness.oracles import checks
+    named = [f for f in cp.findings if not _from_views(f)]
+    left = [f for f in named
+            if not any(_matches(x, b, cp.name, f) for b in subset for x in b.cause.expects)]
+    effects = [(b, e) for b in subset for e in b.cause.effects if _at(cp.name, e.at)]
+    if not effects or cp.evidence is None:
+        return [f for f in cp.findings if _from_views(f)] + left
+    ev = cp.evidence
+    snap = copy.deepcopy(ev.snap)
+    for b, e in effects:
+        if not _undo(snap, ev, b, e, scenario):
+            return list(cp.findings)  # the effect names a host this move has not
+    ctx = ev.context(snap)
+    again = [f for name in LEDGER_CHECKS for f in checks.CHECKS[name](ctx)]
+    if ev.after is not None:
+        again += [checks.Finding("convergence", f"periodic changed {path}", old, new)
+                  for path, old, new in checks.diff_snapshots(snap, ev.after)]
+    return again + left
+
+
+def _from_views(finding) -> bool:
+    """Whether a finding comes from the views a checkpoint keeps (checked again there)."""
+    if finding.check in LEDGER_CHECKS:
+        return True
+    return finding.check == "convergence" and not finding.where.startswith("log lines")
+
+
+def _matches(x: Expect, b: Bound, checkpoint: str, finding) -> bool:
+    from harness.oracles.known import value_of
+    if finding.check != x.check or not _at(checkpoint, x.at):
+        return False
+    try:
+        where = x.where.format(server=b.server, **b.hosts)
+    except (KeyError, IndexError):
+        return False
+    value = value_of(finding)
+    return (fnmatch.fnmatchcase(finding.where, where)
+            and any(fnmatch.fnmatchcase(value, s) for s in x.seen))
+
+
+def flavors_of(scenario, server: str) -> dict:
+    """``{"old": its boot flavor, "new": its move's}`` (the same when the move keeps it)."""
+    boot = next(s for s in scenario.boots if s.server == server)
+    move = next((s for s in scenario.moves if s.server == server), None)
+    old = scenario.flavors[boot.flavor]
+    new = scenario.flavors[move.flavor] if move is not None and move.flavor else old
+    return {"old": old, "new": new}
+
+
+def _undo(snap: dict, ev, b: Bound, e: TrackerEffect, scenario) -> bool:
+    """Give ``e``'s host back what the effect took (or take what it added). False: no such host."""
+    host = b.hosts.get(e.host)
+    if host is None or host not in snap["rt"]:
+        return False
+    view = snap["rt"][host]
+    sign = -e.sign  # undoing
+    flavor = flavors_of(scenario, b.server)[e.flavor]
+    view["vcpus_used"] += sign * flavor.vcpus
+    view["memory_mb_used"] += sign * flavor.memory_mb
+    if e.cells is None:
+        return True
+    numa = snap["numa"].get(b.server) or {}
+    cells = numa.get(e.cells) or ev.chosen.get(b.server, {}).get(e.cells) or []
+    for c in cells:
+        cell = view["cells"].get(c["cell"])
+        if cell is None:  # Nova counts a guest cell only where the host has a cell of its id
+            continue
+        cpus = set(cell["cpus"])
+        cell["cpus"] = sorted(cpus | set(c["cpus"]) if sign > 0 else cpus - set(c["cpus"]))
+        for size, n in c["pages"].items():
+            left = cell["pages"].get(size, 0) + sign * n
+            if left:
+                cell["pages"][size] = left
+            else:
+                cell["pages"].pop(size, None)
+        cell["pages"] = dict(sorted(cell["pages"].items()))
+        for key in ("small_pages", "memory_mb", "shared"):
+            cell[key] += sign * c[key]
+    return True
+
+
+def describe(cause: Cause) -> str:
+    return f"{cause.name} ({cause.klass}): {cause.title}"
