@@ -312,6 +312,46 @@ class VanishOnConfirm(fixtures.Fixture):
             "nova.compute.manager.ComputeManager.confirm_resize", confirm_resize))
 
 
+class ExtraRead(fixtures.Fixture):
+    """Self-test (no defect): a harmless extra call inside a known root cause's window.
+
+    ``_finish_resize`` reads the instance's block device mappings once more,
+    right after ``apply_migration_context`` and before
+    ``setup_networks_on_host`` -- inside the window where the destination's
+    periodic counts the old flavor (root cause ``dest-counts-old-flavor``).
+    Nothing is written: a Nova developer's unrelated patch. The campaign must
+    judge it as clean Nova: the new point's items are that cause, as their
+    neighbours are, and nothing fails (issue 30).
+    """
+
+    description = "self-test: one harmless extra read in _finish_resize (a neutral Nova change)"
+    bug = None
+    operation = "resize"
+
+    def _setUp(self):
+        import sys
+
+        from nova import objects
+        from nova.objects import instance as instance_obj
+        real = instance_obj.Instance.apply_migration_context
+
+        def apply_migration_context(inst):
+            real(inst)
+            if _nova_caller(sys._getframe(1)) == "_finish_resize":
+                objects.BlockDeviceMappingList.get_by_instance_uuid(inst._context, inst.uuid)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.objects.instance.Instance.apply_migration_context", apply_migration_context))
+
+
+def _nova_caller(frame) -> str | None:
+    """The name of the innermost Nova function on the stack (the harness wraps calls)."""
+    while frame is not None:
+        if "/nova/" in frame.f_code.co_filename:
+            return frame.f_code.co_name
+        frame = frame.f_back
+    return None
+
+
 class StrayThread(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a Nova that leaves a thread of its own running.
 
@@ -340,7 +380,7 @@ MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165
              "2025480": Bug2025480, "1791075": Bug1791075, "1896463": Bug1896463,
              "1818914": Bug1818914,
              "selftest-vanish": VanishOnConfirm, "selftest-revert-keeps-dest": RevertKeepsDest,
-             "selftest-stray-thread": StrayThread}
+             "selftest-stray-thread": StrayThread, "selftest-extra-read": ExtraRead}
 
 
 def discovered_as(name: str | None) -> str | None:
