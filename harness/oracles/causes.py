@@ -42,7 +42,7 @@ CLASSES = ("hard", "transient")
 LEDGER_CHECKS = ("rt", "truth", "placement")
 _KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
          "expect", "why"}
-_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters_only"}
+_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters"}
 _EXPECT_KEYS = {"at", "check", "where", "seen"}
 _TOPOLOGIES = ("current", "old", "new")
 _FLAVORS = ("old", "new")
@@ -57,6 +57,7 @@ class TrackerEffect:
     sign: int
     flavor: str        # old | new: whose vCPUs and memory the counters miss or add
     cells: str | None  # current | old | new: whose NUMA cells (None: counters only)
+    counters: bool = True  # False: the cells only (the legacy counters are right)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Cause:
     why: str = ""
 
     def holds(self, facts: dict) -> bool:
-        return all(_get(facts, key) in allowed for key, allowed in self.when.items())
+        return all(_plain(_get(facts, key)) in allowed for key, allowed in self.when.items())
 
     def covers(self, item) -> bool:
         return (any(fnmatch.fnmatchcase(item.fault, f) for f in self.faults)
@@ -105,6 +106,11 @@ def _get(facts: dict, dotted: str):
             return _MISSING
         value = value[part]
     return value
+
+
+def _plain(value):
+    """A fact as a condition names it: TOML has no null, so None is ``"none"``."""
+    return "none" if value is None else value
 
 
 def _at(checkpoint: str, globs: tuple) -> bool:
@@ -171,14 +177,17 @@ def _cause(c: dict, where: str) -> Cause:
         if set(e) - _EFFECT_KEYS or "at" not in e or "host" not in e or (
                 ("lacks" in e) == ("counts" in e)):
             raise InvalidScenario(f"{where}: each effect has at, host, and lacks or counts "
-                                  f"(a flavor: {_FLAVORS}), optionally cells ({_TOPOLOGIES})")
+                                  f"(a flavor: {_FLAVORS}), optionally cells ({_TOPOLOGIES}) "
+                                  "and counters (false: the cells only)")
         flavor = e.get("lacks", e.get("counts"))
         cells = e.get("cells")
         if flavor not in _FLAVORS or cells not in (None, *_TOPOLOGIES):
             raise InvalidScenario(f"{where}: an effect's flavor is one of {_FLAVORS}, its "
                                   f"cells one of {_TOPOLOGIES}")
+        if not e.get("counters", True) and cells is None:
+            raise InvalidScenario(f"{where}: an effect without counters needs cells")
         effects.append(TrackerEffect(_listed(e["at"]), e["host"], -1 if "lacks" in e else 1,
-                                     flavor, cells))
+                                     flavor, cells, bool(e.get("counters", True))))
     expects = []
     for x in c.get("expect", []):
         if set(x) != _EXPECT_KEYS:
@@ -335,8 +344,9 @@ def _undo(snap: dict, ev, b: Bound, e: TrackerEffect, scenario) -> bool:
     view = snap["rt"][host]
     sign = -e.sign  # undoing
     flavor = flavors_of(scenario, b.server)[e.flavor]
-    view["vcpus_used"] += sign * flavor.vcpus
-    view["memory_mb_used"] += sign * flavor.memory_mb
+    if e.counters:
+        view["vcpus_used"] += sign * flavor.vcpus
+        view["memory_mb_used"] += sign * flavor.memory_mb
     if e.cells is None:
         return True
     numa = snap["numa"].get(b.server) or {}
