@@ -46,6 +46,12 @@ def build_parser():
     sub.add_parser("mutations", help="list the built-in mutations (--mutate NAME): "
                    "upstream bugs re-introduced at run time, and self-tests").set_defaults(
         fn=commands.cmd_mutations)
+    sp = sub.add_parser("causes", help="list the root causes (scenarios/root-causes.toml): the "
+                        "condition and effect of each known finding")
+    sp.add_argument("--samples", nargs="+", metavar="REPORT",
+                    help="print the samples file `known` runs (scenarios/cause-samples.toml): "
+                    "each cause's clearest item per scenario in these JSON reports")
+    sp.set_defaults(fn=commands.cmd_causes)
     sp = sub.add_parser("points", help="list the yield points of a scenario's window")
     sp.add_argument("scenario")
     sp.add_argument("--backend", **backend)
@@ -65,6 +71,10 @@ def build_parser():
     sp.add_argument("--point", action="append", help="a point id from 'points' (repeatable)")
     sp.add_argument("--mutate", help="run against a deliberately broken Nova, e.g. 1944759 "
                     "(see 'nova-chaos mutations')")
+    sp.add_argument("--fixed", action="append", default=[], metavar="CAUSE",
+                    help="a root cause (scenarios/root-causes.toml) the Nova under test is "
+                    "meant to fix: it must bite nowhere (items where it still does fail), "
+                    "and it no longer reproducing is the run's success (repeatable)")
     sp.add_argument("--fault", type=faults.checked, default=faults.DEFAULT_FAULT,
                     help="periodic: the periodic runs whole at each point (the default); "
                     "split: it stops between its instance and migration reads and finishes "

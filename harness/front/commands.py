@@ -30,6 +30,47 @@ def cmd_mutations(args) -> int:
     return EXIT_OK
 
 
+def _report(path: str) -> dict:
+    """A stored JSON report, or one line naming what is wrong with it."""
+    import json
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+        data["meta"], data["items"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not a nova-chaos JSON report ({exc!r})") from None
+    return data
+
+
+def cmd_causes(args) -> int:
+    """Every root cause: its name (for ``--fixed``), class, condition, effect and bug.
+    With ``--samples REPORT...``: the samples file ``known`` runs, from those reports."""
+    from harness.oracles import causes
+    if args.samples:
+        from harness.front import by_cause
+        records = []
+        for path in args.samples:
+            records += _report(path)["items"]
+        text = by_cause.samples_text(records, causes.load(), [os.path.basename(p) for p in args.samples])
+        print(text, end="", file=console.OUT)
+        return EXIT_OK
+    for c in causes.load():
+        when = ", ".join(f"{k} = {' | '.join(map(str, v))}" for k, v in c.when.items())
+        print(f"{c.name} ({c.klass}): {c.title}\n    when {when}", file=console.OUT)
+        for e in c.effects:
+            what = (f"{'lacks' if e.sign < 0 else 'counts'} the {e.flavor} flavor"
+                    + ("" if e.counters else "'s cells only") + (f" with the {e.cells} cells"
+                                                                  if e.cells and e.counters else
+                                                                  f" ({e.cells})" if e.cells else ""))
+            print(f"    {e.host}'s tracker {what} at {', '.join(e.at)}", file=console.OUT)
+        for x in c.expects:
+            print(f"    shows [{x.check}] {x.where} = {' or '.join(x.seen)} at {', '.join(x.at)}",
+                  file=console.OUT)
+        if c.bug:
+            print(f"    bug: {c.bug}", file=console.OUT)
+    return EXIT_OK
+
+
 def cmd_points(args) -> int:
     from harness import scenario
     from harness.execute import campaign, discovery
@@ -257,6 +298,7 @@ def cmd_known(args) -> int:
     only = args.scenario and scenario.load(args.scenario).name  # an unknown name: one line
     console.load(args)
     started = time.monotonic()
+    bad_causes, n_causes = _known_causes(only, jobs, args.backend)
     samples, traces_by = {}, {}
     names = list(scenario.available())
     windows = [campaign.DEFAULT_WINDOW] + [w for w in WINDOWS if w != campaign.DEFAULT_WINDOW]
@@ -313,9 +355,57 @@ def cmd_known(args) -> int:
             print(f"    {item.replay_command()}", file=console.OUT)
         else:
             print(f"ok    {what}: known on {item.id}", file=console.OUT)
-    print(f"{len(checked) - bad} of {len(checked)} entries reproduce "
+    print(f"{n_causes - bad_causes} of {n_causes} root-cause samples and "
+          f"{len(checked) - bad} of {len(checked)} entries reproduce "
           f"({len(todo)} items, {time.monotonic() - started:.0f}s)", file=console.OUT)
-    return EXIT_FINDINGS if bad else EXIT_OK
+    return EXIT_FINDINGS if bad or bad_causes else EXIT_OK
+
+
+def _known_causes(only, jobs, backend) -> tuple:
+    """Run every root cause's sample items (``scenarios/cause-samples.toml``), or those in
+    scenario ``only``: each must come out known with its cause biting. ``(bad, checked)``."""
+    from harness import scenario
+    from harness.execute import executor, plan
+    from harness.execute.item import Item
+    from harness.front import by_cause
+    from harness.oracles import causes
+    names = {c.name for c in causes.load()}
+    wanted = [(name, Item.parse(i)) for name, ids in
+              by_cause.load_samples(os.path.join(scenario.SCENARIO_DIR, by_cause.SAMPLES_FILE)).items()
+              for i in ids]
+    wanted = [(n, i) for n, i in wanted if not only or i.scenario == only]
+    groups: dict = {}
+    for _, item in wanted:
+        groups.setdefault((item.scenario, item.window, item.fault, item.mutation), []).append(item)
+    todo, traces_by = [], {}
+    for (name, window, fault, mutation), items in groups.items():
+        scen = scenario.load(name)
+        planned = plan.plan([(scen, window, sorted({i.target for i in items}),
+                              [e for e in scen.endings if e in {i.ending for i in items}])],
+                            points=sorted({i.point for i in items}), mutation=mutation, fault=fault)
+        traces_by.update(planned.traces)
+        have = {i.id for i in planned.items}
+        todo += [i for i in items if i.id in have]
+    results = {r.item.id: r for r in executor.run_items(
+        list(dict.fromkeys(todo)), traces_by, jobs, backend, lambda r: None, None,
+        executor.ITEM_TIMEOUT)}
+    bad = 0
+    for name, item in wanted:
+        record = results.get(item.id)
+        ok = (name in names and record is not None and record.verdict == "known"
+              and name in record.causes.get("bit", []))
+        bad += not ok
+        if ok:
+            print(f"ok    root cause {name}: bit on {item.id}", file=console.OUT)
+            continue
+        why = ("not in the causes file" if name not in names else
+               "its point is not in this Nova's trace" if record is None else
+               f"{record.verdict}, causes bit: {', '.join(record.causes.get('bit', [])) or 'none'}")
+        print(f"STALE root cause {name}: {why} on {item.id}", file=console.OUT)
+        for problem in (record.problems if record else [])[:6]:
+            print(f"    {problem}", file=console.OUT)
+        print(f"    {item.replay_command()}", file=console.OUT)
+    return bad, len(wanted)
 
 
 def cmd_baseline(args) -> int:

@@ -35,6 +35,7 @@ tr.at td{background:#ffe9a8}
 td.fault{font-weight:bold;color:#a00}
 code{font-size:12px}
 section.item{border-top:2px solid #999;margin-top:1.5em}
+table.causes td{text-align:left;max-width:40em}
 """
 
 
@@ -57,6 +58,7 @@ def render(report: dict) -> str:
            "<p id='totals'>" + ", ".join(f"{k} {counts[k]}" for k in ("pass", "known", "fail", "error"))
            + "</p>"]
     out += _uninjected(meta.get("uninjected", {}), by_id)
+    out += _causes(meta.get("causes", {}), meta.get("fixed", []), by_id)
     campaigns = meta.get("campaigns", [])
     for c in campaigns:
         out += _grid(c, by_id)
@@ -81,6 +83,29 @@ def _uninjected(verdicts: dict, by_id: dict) -> list:
                      "</td></tr>")
     return ["<h2>Uninjected runs (no fault: the path every item starts from)</h2>",
             "<table class='uninjected'>" + "".join(cells) + "</table>"]
+
+
+def _causes(causes: dict, fixed: list, by_id: dict) -> list:
+    """Each root cause once: what it is, where it bit, the calls where its condition held."""
+    if not causes:
+        return []
+    from harness.front import by_cause
+    rows = []
+    for name, e in causes.items():
+        first = next((i for i in e["bit"] if i in by_id), None)
+        example = f"<a href='#{anchor(first)}'>e.g.</a> " if first else ""
+        windows = "<br>".join(f"{_e(place)}: {w['calls']} calls ({w['numbers'][0]}..{w['numbers'][-1]})"
+                              for place, w in e["window"].items())
+        state = (_e(by_cause.said(name, causes, tuple(fixed)))
+                 if not e["bit"] or name in fixed else
+                 f"{example}bit in {len(e['bit'])} items (held in {e['held']}): "
+                 + _e(", ".join(f"{s} {n}" for s, n in sorted(e["scenarios"].items()))))
+        rows.append(f"<tr><td class='{'fail' if not e['bit'] else 'known'}'><b>{_e(name)}</b><br>"
+                    f"{_e(e['class'])}</td><td>{_e(e['title'])}<br><small>{_e(e['bug'])}<br>"
+                    f"{_e(e['nova'])}</small></td><td>{state}</td><td>{windows}</td></tr>")
+    return ["<h2>Root causes</h2><table class='causes'><tr><th>cause</th><th>mechanism</th>"
+            "<th>where it bit</th><th>window (calls where its condition held)</th></tr>"
+            + "".join(rows) + "</table>"]
 
 
 def _grid(campaign: dict, by_id: dict) -> list:

@@ -265,16 +265,37 @@ def to_json(results, meta: dict) -> str:
     return json.dumps({"meta": meta, "items": [r.to_json() for r in results]}, indent=2)
 
 
-def to_junit(results, suite: str, html: str | None = None) -> str:
+def to_junit(results, suite: str, html: str | None = None, causes: dict | None = None,
+             fixed: tuple = ()) -> str:
     """JUnit XML; with ``html`` (the HTML report's path), each failing or known
-    case says where its timeline is (``PATH#item-...``)."""
+    case says where its timeline is (``PATH#item-...``). ``causes`` (the run's
+    summary by root cause): the suite's properties count each cause's items, a
+    known case names its causes, and a cause that no longer reproduces (or one
+    said fixed that still bites) is a failing case of its own, ``root-cause/NAME``."""
+    from harness.front import by_cause
     from harness.front.html import anchor
-    root = ET.Element("testsuite", name=suite, tests=str(len(results)),
-                      failures=str(sum(r.verdict == "fail" for r in results)),
+    causes = causes or {}
+    broken = by_cause.verdict_problems(causes, fixed)
+    root = ET.Element("testsuite", name=suite, tests=str(len(results) + len(broken)),
+                      failures=str(sum(r.verdict == "fail" for r in results) + len(broken)),
                       errors=str(sum(r.verdict == "error" for r in results)))
+    if causes:
+        props = ET.SubElement(root, "properties")
+        for name, e in causes.items():
+            ET.SubElement(props, "property", name=f"root-cause:{name}",
+                          value=f"{e['class']}; bit in {len(e['bit'])} items, held in {e['held']}")
+    for name in broken:
+        case = ET.SubElement(root, "testcase", classname=suite, name=f"root-cause/{name}")
+        text = by_cause.said(name, causes, fixed)
+        ET.SubElement(case, "failure", message=text[:200]).text = text
     for r in results:
         case = ET.SubElement(root, "testcase", classname=suite, name=r.item.id,
                              time=f"{r.seconds:.3f}")
+        bit = r.causes.get("bit", [])
+        if bit:
+            props = ET.SubElement(case, "properties")
+            for name in bit:
+                ET.SubElement(props, "property", name="root-cause", value=name)
         link = f"\ndetails: {os.path.basename(html)}#{anchor(r.item.id)}" if html else ""
         if r.verdict in ("fail", "error"):
             tag = "failure" if r.verdict == "fail" else "error"

@@ -48,8 +48,13 @@ def cmd_run(args) -> int:
     if args.resume and not args.json:
         raise UsageError("--resume needs --json FILE (the report to resume)")
     todo = _campaigns(args)
-    from harness.oracles import known
+    from harness.oracles import causes, known
     known.load()  # a malformed known-findings file is one line now, not an error per item
+    names = [c.name for c in causes.load()]
+    for name in args.fixed:
+        if name not in names:
+            from harness.errors import UnknownChoice
+            raise UnknownChoice("root cause (--fixed)", name, names)
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
     info = console.load(args)
@@ -125,10 +130,18 @@ def cmd_run(args) -> int:
                 and not r.item.is_uninjected]
         print(f"\n{name}, window {window!r}:", file=console.OUT)
         print(report.table(mine, chosen, targets, endings), file=console.OUT)
+    from harness.front import by_cause
+    fixed = tuple(args.fixed)
+    results = by_cause.apply_fixed(results, fixed)
     failed = [r for r in results if r.verdict in ("fail", "error")]
     for r in failed:
         print(report.failure_text(r), file=console.OUT)
     meta["seconds"] = round(elapsed, 1)
+    meta["causes"] = by_cause.summarize(results, causes.load(), meta["campaigns"])
+    meta["fixed"] = list(fixed)
+    for line in by_cause.lines(meta["causes"], fixed):
+        print(line, file=console.OUT)
+    regressed = by_cause.verdict_problems(meta["causes"], fixed)
     unsound = []
     if mode == "fork":
         meta["fork_parents"] = parents
@@ -150,12 +163,13 @@ def cmd_run(args) -> int:
         print(f"HTML report: {os.path.abspath(args.html)}", file=console.OUT)
     if args.junit:
         report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{args.scenario}",
-                                                        html=args.html))
+                                                        html=args.html, causes=meta["causes"],
+                                                        fixed=fixed))
         print(f"JUnit report: {os.path.abspath(args.junit)}", file=console.OUT)
     print(f"{len(results)} items in {elapsed:.1f}s ({elapsed / max(len(results), 1):.2f}s/item "
           f"wall); {len(failed)} failed", file=console.OUT)
-    return (EXIT_FINDINGS if failed or unsound or len(results) != len(items) + len(first)
-            else EXIT_OK)
+    return (EXIT_FINDINGS if failed or unsound or regressed
+            or len(results) != len(items) + len(first) else EXIT_OK)
 
 
 def _resumed(args, items, meta) -> dict:
