@@ -118,14 +118,23 @@ class Injector(fixtures.Fixture, Hooks):
                 self.run.cloud.periodic(host)
             self._judged(host, how, before, stage)
 
-    def _note_state(self, host) -> None:
-        """What the periodic on ``host`` is about to act on (:mod:`harness.oracles.state`)."""
+    def _note_state(self, host, resumed: bool = False) -> None:
+        """What the periodic on ``host`` is about to act on (:mod:`harness.oracles.state`);
+        ``resumed``: what a split periodic's second read meets, kept per server as
+        ``resumed`` beside what its first read met."""
         roles = self.tracer.roles
         try:
             facts = state.at_point(self.run.cloud, host)
         except Exception as exc:  # evidence only: a read that fails must not end the item
             facts = {"unreadable": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        self.injection.state[roles.get(host, host)] = facts
+        role = roles.get(host, host)
+        if not resumed:
+            self.injection.state[role] = facts
+            return
+        met = self.injection.state.setdefault(role, {})
+        for server, then in facts.items():
+            if isinstance(met.get(server), dict):
+                met[server]["resumed"] = then
 
     def _judged(self, host, how, before, stage):
         """The injected periodic on ``host`` is over: record it, check every view."""
@@ -164,5 +173,6 @@ class Injector(fixtures.Fixture, Hooks):
         part, how, before, _ = paused
         self.tracer.before_acquire.pop(f"compute_resources@{host}", None)
         with self.tracer.suspended():
+            self._note_state(host, resumed=True)
             part.run()
             self._judged(host, f"{how}, split: resumed at {where}", before, self.tracer.stage())

@@ -12,7 +12,9 @@ Facts are per server, and each server's hosts are named by their role in
 *its own* move (``source``, ``dest``; ``other`` for a host its move does
 not involve; a server that never moved has only ``other`` hosts), so the
 facts of two scenarios -- or of two servers crossing in opposite
-directions -- compare.
+directions -- compare. A split periodic (stopped between its instance and
+migration reads) also keeps, per server, what its second read met
+(``resumed``).
 """
 from __future__ import annotations
 
