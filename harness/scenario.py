@@ -135,11 +135,15 @@ class Scenario:
         return len(self.hosts) == 1
 
 
+#: what the scenario directory holds besides scenarios: what is known about them
+NOT_SCENARIOS = ("known-findings.toml", "root-causes.toml", "cause-samples.toml")
+
+
 def available(directory: str = SCENARIO_DIR) -> dict:
     """Scenario name -> file path, for every ``*.toml`` in ``directory``."""
     try:
         files = sorted(f for f in os.listdir(directory)
-                       if f.endswith(".toml") and f != "known-findings.toml")
+                       if f.endswith(".toml") and f not in NOT_SCENARIOS)
     except FileNotFoundError:
         raise InvalidScenario(f"scenario directory {directory} does not exist") from None
     return {f[:-5]: os.path.join(directory, f) for f in files}

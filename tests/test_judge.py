@@ -79,7 +79,7 @@ def test_a_trace_off_the_recorded_one_is_an_error():
 def test_a_finding_no_entry_covers_fails():
     result = finished(EVERY)
     result.checkpoints[-1].findings.append(Finding("rt", "host-a pinned pCPUs", 2, 0))
-    verdict, problems, _ = campaign._verdict(ITEM, result.checkpoints, [], [])
+    verdict, problems, _, _ = campaign._verdict(ITEM, result.checkpoints, [], [])
     assert verdict == "fail" and problems[0].kind == "finding"
     assert problems[0].text.startswith("hard finding at after-delete")
 

@@ -1,45 +1,39 @@
-"""Every known-findings entry still reproduces, value for value (one sampled item each).
+"""Every root cause and known-findings entry still reproduces, value for value.
 
-A Nova that stopped doing what an entry says, or does it with another
-value, fails here in CI -- not only in the hours-long full campaign.
+One sampled item each: per root cause and scenario its clearest item
+(``scenarios/cause-samples.toml``), per point-list entry (the restart
+fault's) the first item it applies to. A Nova that stopped doing what a
+cause says, or does it with another value, fails here in CI -- not only in
+the hours-long full campaign.
 """
 import pytest
 
 from harness import scenario
+from harness.oracles import causes
 from tests.conftest import cli
-
-ONE = """
-[[finding]]
-scenario = "pinned-hugepages"
-points = ["dest:ComputeManager._finish_resize>Instance.save#1"]
-targets = ["dest"]
-endings = ["revert"]
-expect = [
-    {{ checkpoint = "*", check = "rt", where = "host-b vcpus_used", seen = {vcpus} }},
-    {{ checkpoint = "*", check = "rt", where = "host-b memory_mb_used", seen = ["1536", "-512"] }},
-    {{ checkpoint = "after-*", check = "convergence", where = "periodic changed rt host-b vcpus_used", seen = "-2 -> 0" }},
-    {{ checkpoint = "after-*", check = "convergence", where = "periodic changed rt host-b memory_mb_used", seen = "-512 -> 512" }},
-]
-class = "transient"
-reason = "destination counts the instance with its old flavor until the next periodic"
-"""
 
 
 @pytest.mark.parametrize("name", sorted(scenario.available()))
-def test_every_known_entry_reproduces_on_its_sampled_item(name):
+def test_every_root_cause_and_entry_reproduces_on_its_sampled_item(name):
     """Per scenario, so that xdist spreads them (one run of all took 12 minutes on one worker)."""
     proc = cli("known", "--scenario", name, "--jobs", "2", timeout=1800)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "STALE" not in proc.stdout
 
 
-def test_an_entry_whose_value_moved_is_stale(tmp_path):
-    path = tmp_path / "known.toml"
-    path.write_text(ONE.format(vcpus='["2", "-2"]'))
-    assert cli("known", "--known", str(path), "--jobs", "1").returncode == 0
-    path.write_text(ONE.format(vcpus='["3", "-2"]'))  # the value Nova shows is 2, not 3
-    proc = cli("known", "--known", str(path), "--jobs", "1")
-    assert proc.returncode == 1
-    assert "STALE entry 0 (pinned-hugepages; destination counts" in proc.stdout
-    assert "hard finding" not in proc.stdout
-    assert "transient finding at verify-resize: [rt] host-b vcpus_used: expected 4, seen 2" in proc.stdout
+def test_a_cause_whose_effect_moved_is_stale(tmp_path):
+    """The destination's counters hold the old flavor in place of the new one; a cause
+    that says they hold the old one *besides* the new one explains nothing."""
+    text = open(causes.CAUSES_FILE).read()
+    wrong = text.replace('host = "dest", counts = "old" },\n    { at = ["after-injection@*", '
+                         '"verify-resize", "after-*"], host = "dest", lacks = "new" },',
+                         'host = "dest", counts = "old" },')
+    assert wrong != text
+    path = tmp_path / "causes.toml"
+    path.write_text(wrong)
+    proc = cli("known", "--scenario", "shrink", "--jobs", "2",
+               env={"NOVA_CHAOS_CAUSES": str(path)})
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "STALE root cause dest-counts-old-flavor: fail, causes bit: none" in proc.stdout
+    assert "transient finding at" in proc.stdout and "vcpus_used" in proc.stdout
+    assert "ok    root cause revert-gap-source" in proc.stdout

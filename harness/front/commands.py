@@ -257,6 +257,10 @@ def cmd_merge(args) -> int:
                 fork_parents=[p for _, m in metas for p in m.get("fork_parents", [])])
     items = [r for _, r in records]
     results = [Record.from_json(r) for r in items]
+    from harness.front import by_cause
+    from harness.oracles import causes
+    fixed = tuple(meta.get("fixed", []))
+    meta["causes"] = by_cause.summarize(results, causes.load(), meta.get("campaigns", []))
     for c in meta.get("campaigns", []):
         mine = [r for r in results if r.item.scenario == c["scenario"] and r.item.window == c["window"]]
         print(f"\n{c['scenario']}, window {c['window']!r}:", file=console.OUT)
@@ -264,12 +268,16 @@ def cmd_merge(args) -> int:
     report.atomic_write(args.json, json.dumps({"meta": meta, "items": items}, indent=2))
     print(f"JSON report: {os.path.abspath(args.json)}", file=console.OUT)
     if args.junit:
-        report.atomic_write(args.junit, report.to_junit(results, f"nova-chaos.{meta.get('scenario')}"))
+        report.atomic_write(args.junit, report.to_junit(
+            results, f"nova-chaos.{meta.get('scenario')}", causes=meta["causes"], fixed=fixed))
         print(f"JUnit report: {os.path.abspath(args.junit)}", file=console.OUT)
+    for line in by_cause.lines(meta["causes"], fixed):
+        print(line, file=console.OUT)
     bad = [r for r in results if r.verdict in ("fail", "error")]
     unsound = [p for p in meta["fork_parents"] if not (p["passed"] and p["trace_matches"])]
     print(f"{len(results)} items from {total} shards; {len(bad)} failed", file=console.OUT)
-    return EXIT_FINDINGS if bad or unsound else EXIT_OK
+    return (EXIT_FINDINGS if bad or unsound or by_cause.verdict_problems(meta["causes"], fixed)
+            else EXIT_OK)
 
 
 def cmd_known(args) -> int:

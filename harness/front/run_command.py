@@ -141,7 +141,8 @@ def cmd_run(args) -> int:
     meta["fixed"] = list(fixed)
     for line in by_cause.lines(meta["causes"], fixed):
         print(line, file=console.OUT)
-    regressed = by_cause.verdict_problems(meta["causes"], fixed)
+    # a shard sees part of each cause's items: `merge` judges the causes of the whole run
+    regressed = [] if shard else by_cause.verdict_problems(meta["causes"], fixed)
     unsound = []
     if mode == "fork":
         meta["fork_parents"] = parents

@@ -85,6 +85,11 @@ class Cause:
     expects: tuple     # Expect
     why: str = ""
 
+    @property
+    def reason(self) -> str:
+        """One line naming the mechanism (what reports and exports print)."""
+        return f"{self.name}: {self.title}"
+
     def holds(self, facts: dict) -> bool:
         return all(_plain(_get(facts, key)) in allowed for key, allowed in self.when.items())
 

@@ -52,6 +52,8 @@ def render(item, scen, record, found, exported) -> str:
         "",
         "Cause: " + (entry.reason if entry is not None else "not reviewed yet"),
         *([f"Related bug: {entry.bug}"] if entry is not None and entry.bug else []),
+        *(["", " ".join(entry.why.split()), "", f"Nova: {entry.nova}"]
+          if getattr(entry, "why", "") else []),
         "",
         f"Reproduce with nova-chaos: {item.replay_command()}",
         f"Regression test (Nova's fixtures only): {exported.module_name}.py, "

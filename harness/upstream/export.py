@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import hashlib
 import inspect
+import os
 import pprint
 import re
 import textwrap
@@ -21,7 +22,7 @@ import textwrap
 from harness.errors import UsageError
 from harness.execute.item import Item, target_roles
 from harness.explore import faults
-from harness.oracles import known
+from harness.oracles import causes, known
 from harness.upstream import trigger
 
 ENDINGS = ("confirm", "revert")
@@ -60,7 +61,7 @@ def build(item: Item, scen, record, found: trigger.Found) -> Exported:
                          "move's request on: nothing to stub")
     run = found.run  # the item's own run: the hosts Nova chose, as the harness saw them
     targets = targets_of(item, found)
-    entry = next((e for e in known.load() if e.applies(item)), None)
+    entry = mechanism(item, record)
     digest = hashlib.sha1(item.id.encode()).hexdigest()[:8]
     module_name = f"test_chaos_{_ident(scen.name)}_{item.ending}_{digest}"
     cls = "Test" + "".join(w.capitalize() for w in re.split(r"[^a-zA-Z0-9]+", scen.name) if w)
@@ -83,21 +84,35 @@ def seen_of(finding: dict) -> str:
     return finding["seen"]
 
 
+def mechanism(item: Item, record):
+    """The reviewed mechanism behind ``item``: the first root cause that bit in its run
+    (``record``), else a known-findings entry that applies to it, else None."""
+    by_name = {c.name: c for c in causes.load()}
+    bit = [by_name[n] for n in (record.causes.get("bit", []) if record else []) if n in by_name]
+    if bit:
+        return bit[0]
+    return next((e for e in known.load() if e.applies(item)), None)
+
+
 def hard_items() -> list:
-    """One item per reviewed hard finding export supports (a scenario and a
-    mechanism): the entry's first point, target and ending."""
+    """One item per hard root cause export supports: the first of its samples
+    (``scenarios/cause-samples.toml``, each the clearest item where it bit) that
+    is a whole periodic in a resize or cold migration with an ending export writes."""
     from harness import scenario as scenario_mod
-    out = {}
-    for e in known.load():
-        if e.klass != "hard" or e.fault not in ("*", faults.DEFAULT_FAULT) or e.mutation not in ("*", "none"):
+    from harness.front import by_cause
+    samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
+    out = []
+    for cause in causes.load():
+        if cause.klass != "hard":
             continue
-        endings = [x for x in e.endings if x in ENDINGS]
-        for name in e.scenarios:
-            if not endings or scenario_mod.load(name).operation.name != "resize":
-                continue
-            out.setdefault((name, e.reason), Item(name, e.points[0], e.targets[0], endings[0],
-                                                  window=e.window))
-    return list(out.values())
+        for item_id in samples.get(cause.name, []):
+            item = Item.parse(item_id)
+            if (item.fault == faults.DEFAULT_FAULT and not item.mutation
+                    and item.ending in ENDINGS
+                    and scenario_mod.load(item.scenario).operation.name == "resize"):
+                out.append(item)
+                break
+    return out
 
 
 def _callee(point_id: str) -> str:
@@ -162,7 +177,7 @@ def _docstring(item, scen, record, entry, found, targets) -> str:
                           f"resource tracker's periodic run on {', '.join(targets)} at one "
                           "call of the move.", 79) + [""]
     if entry is not None:
-        lines += ["Mechanism (reviewed, nova-chaos known findings):", f"    {entry.reason}", ""]
+        lines += ["Mechanism (reviewed, nova-chaos root causes):", f"    {entry.reason}", ""]
         if entry.bug:
             lines += [f"Bug: {entry.bug}", ""]
     lines += [f"The point: {item.point}",
@@ -242,7 +257,8 @@ def index(exported: list, skipped: list = (), outcomes: dict | None = None) -> s
              "",
              f"Made against Nova {nova.version.version_string()}.",
              "",
-             "One standalone test per reviewed hard finding of the harness on this Nova "
+             "One standalone test per hard root cause of the harness on this Nova "
+             "(`scenarios/root-causes.toml`; the clearest item where it bit) "
              "(written by `nova-chaos export --all-hard --out docs/upstream`; "
              "`tests/test_export.py` regenerates a sample and compares). Each module uses "
              "Nova's own test fixtures only: copy it into `nova/tests/functional/regressions/` "
