@@ -94,8 +94,12 @@ class Cause:
         return all(_plain(_get(facts, key)) in allowed for key, allowed in self.when.items())
 
     def covers(self, item) -> bool:
+        """Whether the item's fault and scenario are the cause's (a ``!glob`` excludes)."""
+        wanted = [s for s in self.scenarios if not s.startswith("!")] or ["*"]
         return (any(fnmatch.fnmatchcase(item.fault, f) for f in self.faults)
-                and any(fnmatch.fnmatchcase(item.scenario, s) for s in self.scenarios))
+                and any(fnmatch.fnmatchcase(item.scenario, s) for s in wanted)
+                and not any(fnmatch.fnmatchcase(item.scenario, s[1:])
+                            for s in self.scenarios if s.startswith("!")))
 
     def acts_at(self, checkpoint: str) -> bool:
         return any(_at(checkpoint, c.at) for c in (*self.effects, *self.expects))
