@@ -293,6 +293,14 @@ def _scenario(name: str):
     return _SCENARIOS[name]
 
 
+def predates_causes(records: list) -> bool:
+    """Whether a stored report was judged before root causes (issue 30): a known item of a
+    periodic fault that names no cause. Its findings cannot be attributed again (a cause's
+    condition is over the state the fault met, which such a report did not keep)."""
+    return any(r.get("verdict") == "known" and not r.get("causes")
+               and not faults.is_restart(Item.parse(r["id"]).fault) for r in records)
+
+
 def rejudge(record: dict, entries) -> dict:
     """A stored item result (report JSON) judged again against ``entries``.
 

@@ -179,9 +179,14 @@ def cmd_rejudge(args) -> int:
         with open(args.report) as fh:
             data = json.load(fh)
         records, meta = data["items"], dict(data.get("meta", {}))
-        after = [campaign.rejudge(r, entries) for r in records]
+        old = campaign.predates_causes(records)
+        after = [] if old else [campaign.rejudge(r, entries) for r in records]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as exc:
         raise UsageError(f"{args.report}: not a nova-chaos JSON report ({exc!r})") from None
+    if old:
+        raise UsageError(f"{args.report} was judged before root causes (issue 30): its known "
+                         "items name no cause and it kept no state to judge them by; run its "
+                         "campaign again (nova-chaos run ... --json) to judge it")
     if args.propose:
         sets = known.point_sets(args.known) if args.known else known.point_sets()
         print(report.proposed_entries(after, sets), file=console.OUT)

@@ -197,6 +197,9 @@ def _resumed(args, items, meta) -> dict:
             raise UsageError(f"{args.json} was made by another run ({key}: {stored.get(key)!r}, "
                              f"this run: {meta[key]!r}); not resuming it")
     planned = {i.id for i in items}
+    if campaign.predates_causes(records):
+        raise UsageError(f"{args.json} was judged before root causes (issue 30): not resuming "
+                         "it; run without --resume")
     entries = known.load()
     kept = {r["id"]: Record.from_json(campaign.rejudge(r, entries)) for r in records
             if r["id"] in planned and r["verdict"] != "error"}

@@ -20,9 +20,10 @@ def _prepare(item_id: str, args):
 
 def cmd_export(args) -> int:
     from harness.upstream import export
-    if args.id is None and not args.all_hard:
-        raise UsageError("export needs an item id, or --all-hard")
-    ids = [i.id for i in export.hard_items()] if args.all_hard else [args.id]
+    if (args.id is None) + (not args.all_hard) + (args.cause is None) != 2:
+        raise UsageError("export needs one of: an item id, --cause NAME, --all-hard")
+    ids = ([i.id for i in export.hard_items()] if args.all_hard else
+           [export.item_of_cause(args.cause).id] if args.cause else [args.id])
     index, skipped = [], []
     for item_id in ids:
         try:
@@ -81,7 +82,10 @@ def _write(directory: str, name: str, text: str) -> None:
 def cmd_report(args) -> int:
     from harness import files
     from harness.upstream import bugreport, export
-    item, scen, record, found = _prepare(args.id, args)
+    if (args.id is None) == (args.cause is None):
+        raise UsageError("report needs an item id or --cause NAME (not both)")
+    item_id = export.item_of_cause(args.cause).id if args.cause else args.id
+    item, scen, record, found = _prepare(item_id, args)
     exported = export.build(item, scen, record, found)
     text = bugreport.render(item, scen, record, found, exported)
     if args.out:

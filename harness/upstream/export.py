@@ -95,24 +95,35 @@ def mechanism(item: Item, record):
 
 
 def hard_items() -> list:
-    """One item per hard root cause export supports: the first of its samples
-    (``scenarios/cause-samples.toml``, each the clearest item where it bit) that
-    is a whole periodic in a resize or cold migration with an ending export writes."""
-    from harness import scenario as scenario_mod
-    from harness.front import by_cause
-    samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
+    """One item per hard root cause export supports (:func:`item_of_cause`)."""
     out = []
     for cause in causes.load():
-        if cause.klass != "hard":
-            continue
-        for item_id in samples.get(cause.name, []):
-            item = Item.parse(item_id)
-            if (item.fault == faults.DEFAULT_FAULT and not item.mutation
-                    and item.ending in ENDINGS
-                    and scenario_mod.load(item.scenario).operation.name == "resize"):
-                out.append(item)
-                break
+        if cause.klass == "hard":
+            try:
+                out.append(item_of_cause(cause.name))
+            except UsageError:
+                continue
     return out
+
+
+def item_of_cause(name: str) -> Item:
+    """The item that shows root cause ``name`` for export: the first of its samples
+    (``scenarios/cause-samples.toml``, each the clearest item where it bit) that is a
+    whole periodic in a resize or cold migration with an ending export writes."""
+    from harness import scenario as scenario_mod
+    from harness.errors import UnknownChoice
+    from harness.front import by_cause
+    names = [c.name for c in causes.load()]
+    if name not in names:
+        raise UnknownChoice("root cause", name, names)
+    samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
+    for item_id in samples.get(name, []):
+        item = Item.parse(item_id)
+        if (item.fault == faults.DEFAULT_FAULT and not item.mutation and item.ending in ENDINGS
+                and scenario_mod.load(item.scenario).operation.name == "resize"):
+            return item
+    raise UsageError(f"root cause {name}: no sample export can write (a whole periodic in a "
+                     f"resize or cold migration ending in {', '.join(ENDINGS)})")
 
 
 def _callee(point_id: str) -> str:
