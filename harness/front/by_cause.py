@@ -119,8 +119,9 @@ SAMPLES_FILE = "cause-samples.toml"
 
 
 def clearest(records: list, name: str) -> dict:
-    """Per scenario, the item that shows cause ``name`` most plainly: it alone bit there,
-    one target struck, the card's window, the fewest findings, the earliest call."""
+    """Per scenario, the item that shows cause ``name`` most plainly: a hard finding if
+    any, the fewest servers, it alone bit there, one target struck, the card's window, the fewest findings;
+    the scenarios in that order too (the first is the cause's clearest anywhere)."""
     best: dict = {}
     for r in records:
         said = r.get("causes", {})
@@ -129,11 +130,12 @@ def clearest(records: list, name: str) -> dict:
         item = Item.parse(r["id"])
         if item.mutation:  # clean Nova's, not a broken one's
             continue
-        rank = (len(said["bit"]), item.target == "both", item.window != "resize",
+        rank = (not any(f.get("class") == "hard" for f in r.get("findings", [])),
+                len(next(iter(r.get("state", {}).values()), {})), len(said["bit"]), item.target == "both", item.window != "resize",
                 len(r.get("findings", [])), r["id"])
         if item.scenario not in best or rank < best[item.scenario][0]:
             best[item.scenario] = (rank, r["id"])
-    return {scen: rid for scen, (_, rid) in sorted(best.items())}
+    return {scen: rid for scen, (_, rid) in sorted(best.items(), key=lambda kv: kv[1])}
 
 
 def samples_text(records: list, causes: list, sources: list) -> str:

@@ -276,7 +276,8 @@ def index(exported: list, skipped: list = (), outcomes: dict | None = None) -> s
              "or run it where Nova is installed:",
              "",
              "```sh",
-             "cd docs/upstream && python -m testtools.run test_chaos_pinned_hugepages_revert_19e78408",
+             "cd docs/upstream && python -m testtools.run "
+             + (exported[0].module_name if exported else "MODULE"),
              "```",
              "",
              "Each `.txt` beside a module is its upstream-ready bug text (`nova-chaos report ID`).",

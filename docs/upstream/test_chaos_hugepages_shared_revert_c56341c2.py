@@ -1,35 +1,35 @@
-"""dedicated CPUs + 2 MiB hugepages, resize 4->2 vCPU from host-a to host-b
-(shrink): revert, with the resource tracker's periodic run on host-a at one
-call of the move.
+"""shared CPUs, 2 MiB -> 1 GiB hugepages, resize from host-a to host-b (hugepages-
+shared): revert, with the resource tracker's periodic run on host-a at one call
+of the move.
 
-Mechanism (reviewed, nova-chaos known findings):
-    revert: the source periodic in the same gap leaves the guest out of its legacy counters
+Mechanism (reviewed, nova-chaos root causes):
+    revert-gap-source: revert: a source periodic between the migration's 'reverted' and finish_revert_resize forgets the returning guest
 
-Bug: as above
+Bug: none found upstream; sibling of https://bugs.launchpad.net/nova/+bug/1944759 on the revert path
 
-The point: dest:Instance._load_migration_context>MigrationContext.get_by_instance_uuid#1
-  = call 1 of nova.objects.migration_context.MigrationContext.get_by_instance_uuid made by compute host-b, counted from the move's request on.
+The point: dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1
+  = call 1 of nova.compute.rpcapi.ComputeAPI.finish_revert_resize made by compute host-b, counted from the move's request on.
 
 What the harness saw (known):
-    after-injection@host-a: [rt] host-a pinned pCPUs (nearest: verify-resize): expected 4, seen 0
-    after-injection@host-a: [rt] host-a hugepages used (nearest: verify-resize): expected {2048: 1024}, seen {}
-    after-injection@host-a: [rt] host-a vcpus_used (nearest: verify-resize): expected 4, seen 0
-    after-injection@host-a: [rt] host-a memory_mb_used (nearest: verify-resize): expected 2560, seen 512
-    after-injection@host-a: [rt] host-a cell 1 pinned cpus (vs NUMA topologies) (nearest: verify-resize): expected [4, 5, 6, 7], seen []
-    after-injection@host-a: [rt] host-a cell 1 hugepages used (vs NUMA topologies) (nearest: verify-resize): expected {2048: 1024}, seen {}
-    after-injection@host-a: [rt] host-a cell 1 guest memory MiB (vs NUMA topologies) (nearest: verify-resize): expected 2048, seen 0
-    after-revert: [rt] host-a pinned pCPUs: expected 4, seen 0
-    after-revert: [rt] host-a hugepages used: expected {2048: 1024}, seen {}
-    after-revert: [rt] host-a vcpus_used: expected 4, seen 0
-    after-revert: [rt] host-a memory_mb_used: expected 2560, seen 512
-    after-revert: [rt] host-a cell 1 pinned cpus (vs NUMA topologies): expected [4, 5, 6, 7], seen []
-    ... and 13 more
+    after-injection@host-a: [rt] host-a hugepages used (nearest: verify-resize): expected {2048: 512}, seen {}
+    after-injection@host-a: [rt] host-a vcpus_used (nearest: verify-resize): expected 2, seen 0
+    after-injection@host-a: [rt] host-a memory_mb_used (nearest: verify-resize): expected 1536, seen 512
+    after-injection@host-a: [rt] host-a cell 0 hugepages used (vs NUMA topologies) (nearest: verify-resize): expected {2048: 512}, seen {}
+    after-injection@host-a: [rt] host-a cell 0 guest memory MiB (vs NUMA topologies) (nearest: verify-resize): expected 1024, seen 0
+    after-injection@host-a: [rt] host-a cell 0 floating vCPUs (vs NUMA topologies) (nearest: verify-resize): expected 2, seen 0
+    after-revert: [rt] host-a hugepages used: expected {2048: 512}, seen {}
+    after-revert: [rt] host-a vcpus_used: expected 2, seen 0
+    after-revert: [rt] host-a memory_mb_used: expected 1536, seen 512
+    after-revert: [rt] host-a cell 0 hugepages used (vs NUMA topologies): expected {2048: 512}, seen {}
+    after-revert: [rt] host-a cell 0 guest memory MiB (vs NUMA topologies): expected 1024, seen 0
+    after-revert: [rt] host-a cell 0 floating vCPUs (vs NUMA topologies): expected 2, seen 0
+    ... and 11 more
 
 Each check compares Nova's accounting (the compute nodes as saved, placement)
 with what the flavors say each host holds, before any periodic.
 
-Replay in the harness: nova-chaos replay 'shrink/dest:Instance._load_migration_context>MigrationContext.get_by_instance_uuid#1/source/revert/window=lifecycle'
-Written by: nova-chaos export 'shrink/dest:Instance._load_migration_context>MigrationContext.get_by_instance_uuid#1/source/revert/window=lifecycle'
+Replay in the harness: nova-chaos replay 'hugepages-shared/dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1/source/revert/window=lifecycle'
+Written by: nova-chaos export 'hugepages-shared/dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1/source/revert/window=lifecycle'
 """
 # first of Nova: its functional test package sets up the concurrency mode (eventlet or
 # native threads, OS_NOVA_DISABLE_EVENTLET_PATCHING) before anything imports eventlet
@@ -444,7 +444,7 @@ HOSTS = {'host-a': {'cells': [(0,
                       (1,
                        4194304,
                        [(4, 1, 0, [4]), (5, 1, 1, [5]), (6, 1, 2, [6]), (7, 1, 3, [7])],
-                       [(4, 524288), (2048, 1024)])],
+                       [(4, 524288), (2048, 512), (1048576, 1)])],
             'sockets': 1,
             'cores': 4,
             'threads': 1},
@@ -457,43 +457,38 @@ HOSTS = {'host-a': {'cells': [(0,
                         (4, 0, 2, [4, 5]),
                         (5, 0, 2, [4, 5]),
                         (6, 0, 3, [6, 7]),
-                        (7, 0, 3, [6, 7]),
-                        (8, 0, 4, [8, 9]),
-                        (9, 0, 4, [8, 9])],
-                       [(4, 1310720), (2048, 1536)])],
+                        (7, 0, 3, [6, 7])],
+                       [(4, 1179648), (2048, 256), (1048576, 3)])],
             'sockets': 1,
-            'cores': 5,
+            'cores': 4,
             'threads': 2}}
-FLAVORS = {'large': {'vcpu': 4,
+FLAVORS = {'large': {'vcpu': 2,
            'memory_mb': 2048,
            'disk': 1,
-           'extra_spec': {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2048'}},
- 'small': {'vcpu': 2,
-           'memory_mb': 1024,
-           'disk': 1,
-           'extra_spec': {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2048'}}}
-CALLEE = 'nova.objects.migration_context.MigrationContext.get_by_instance_uuid'
+           'extra_spec': {'hw:mem_page_size': '1048576'}},
+ 'small': {'vcpu': 2, 'memory_mb': 1024, 'disk': 1, 'extra_spec': {'hw:mem_page_size': '2048'}}}
+CALLEE = 'nova.compute.rpcapi.ComputeAPI.finish_revert_resize'
 DETAIL = None
-EXPECTED = {'after-boot': {'host-a pinned pCPUs': 4,
-                'host-a hugepages used': {2048: 1024},
+EXPECTED = {'after-boot': {'host-a pinned pCPUs': 0,
+                'host-a hugepages used': {2048: 512},
                 'host-a small pages used': 0,
-                'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4},
+                'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2},
                 'host-b pinned pCPUs': 0,
                 'host-b hugepages used': {},
                 'host-b small pages used': 0,
                 'placement host-b usages': {}},
- 'verify-resize': {'host-a pinned pCPUs': 4,
-                   'host-a hugepages used': {2048: 1024},
+ 'verify-resize': {'host-a pinned pCPUs': 0,
+                   'host-a hugepages used': {2048: 512},
                    'host-a small pages used': 0,
-                   'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4},
-                   'host-b pinned pCPUs': 2,
-                   'host-b hugepages used': {2048: 512},
+                   'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2},
+                   'host-b pinned pCPUs': 0,
+                   'host-b hugepages used': {1048576: 2},
                    'host-b small pages used': 0,
-                   'placement host-b usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}},
- 'after-revert': {'host-a pinned pCPUs': 4,
-                  'host-a hugepages used': {2048: 1024},
+                   'placement host-b usages': {'DISK_GB': 1, 'MEMORY_MB': 2048, 'VCPU': 2}},
+ 'after-revert': {'host-a pinned pCPUs': 0,
+                  'host-a hugepages used': {2048: 512},
                   'host-a small pages used': 0,
-                  'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4},
+                  'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2},
                   'host-b pinned pCPUs': 0,
                   'host-b hugepages used': {},
                   'host-b small pages used': 0,
@@ -507,90 +502,84 @@ EXPECTED = {'after-boot': {'host-a pinned pCPUs': 4,
                   'host-b small pages used': 0,
                   'placement host-b usages': {}}}
 #: what nova-chaos reported for this item: (checkpoint, check, where, expected, seen)
-HARNESS_SAW = [('after-injection@host-a', 'rt', 'host-a pinned pCPUs (nearest: verify-resize)', '4', '0'),
- ('after-injection@host-a',
+HARNESS_SAW = [('after-injection@host-a',
   'rt',
   'host-a hugepages used (nearest: verify-resize)',
-  '{2048: 1024}',
+  '{2048: 512}',
   '{}'),
- ('after-injection@host-a', 'rt', 'host-a vcpus_used (nearest: verify-resize)', '4', '0'),
+ ('after-injection@host-a', 'rt', 'host-a vcpus_used (nearest: verify-resize)', '2', '0'),
  ('after-injection@host-a',
   'rt',
   'host-a memory_mb_used (nearest: verify-resize)',
-  '2560',
+  '1536',
   '512'),
  ('after-injection@host-a',
   'rt',
-  'host-a cell 1 pinned cpus (vs NUMA topologies) (nearest: verify-resize)',
-  '[4, 5, 6, 7]',
-  '[]'),
- ('after-injection@host-a',
-  'rt',
-  'host-a cell 1 hugepages used (vs NUMA topologies) (nearest: verify-resize)',
-  '{2048: 1024}',
+  'host-a cell 0 hugepages used (vs NUMA topologies) (nearest: verify-resize)',
+  '{2048: 512}',
   '{}'),
  ('after-injection@host-a',
   'rt',
-  'host-a cell 1 guest memory MiB (vs NUMA topologies) (nearest: verify-resize)',
-  '2048',
+  'host-a cell 0 guest memory MiB (vs NUMA topologies) (nearest: verify-resize)',
+  '1024',
   '0'),
- ('after-revert', 'rt', 'host-a pinned pCPUs', '4', '0'),
- ('after-revert', 'rt', 'host-a hugepages used', '{2048: 1024}', '{}'),
- ('after-revert', 'rt', 'host-a vcpus_used', '4', '0'),
- ('after-revert', 'rt', 'host-a memory_mb_used', '2560', '512'),
- ('after-revert', 'rt', 'host-a cell 1 pinned cpus (vs NUMA topologies)', '[4, 5, 6, 7]', '[]'),
+ ('after-injection@host-a',
+  'rt',
+  'host-a cell 0 floating vCPUs (vs NUMA topologies) (nearest: verify-resize)',
+  '2',
+  '0'),
+ ('after-revert', 'rt', 'host-a hugepages used', '{2048: 512}', '{}'),
+ ('after-revert', 'rt', 'host-a vcpus_used', '2', '0'),
+ ('after-revert', 'rt', 'host-a memory_mb_used', '1536', '512'),
  ('after-revert',
   'rt',
-  'host-a cell 1 hugepages used (vs NUMA topologies)',
-  '{2048: 1024}',
+  'host-a cell 0 hugepages used (vs NUMA topologies)',
+  '{2048: 512}',
   '{}'),
- ('after-revert', 'rt', 'host-a cell 1 guest memory MiB (vs NUMA topologies)', '2048', '0'),
- ('after-revert', 'rt', 'host-a cell 1 pinned cpus (vs domains)', '[4, 5, 6, 7]', '[]'),
- ('after-revert', 'rt', 'host-a cell 1 hugepages used (vs domains)', '{2048: 1024}', '{}'),
- ('after-revert', 'rt', 'host-a cell 1 guest memory MiB (vs domains)', '2048', '0'),
+ ('after-revert', 'rt', 'host-a cell 0 guest memory MiB (vs NUMA topologies)', '1024', '0'),
+ ('after-revert', 'rt', 'host-a cell 0 floating vCPUs (vs NUMA topologies)', '2', '0'),
+ ('after-revert', 'rt', 'host-a cell 0 hugepages used (vs domains)', '{2048: 512}', '{}'),
+ ('after-revert', 'rt', 'host-a cell 0 guest memory MiB (vs domains)', '1024', '0'),
+ ('after-revert', 'rt', 'host-a cell 0 floating vCPUs (vs domains)', '2', '0'),
  ('after-revert',
   'truth',
-  'host-a cell 1 pCPUs pinned on the host but free in the RT',
-  '[]',
-  '[4, 5, 6, 7]'),
- ('after-revert',
-  'truth',
-  'host-a cell 1 hugepages held on the host beyond the RT',
+  'host-a cell 0 hugepages held on the host beyond the RT',
   '{}',
-  '{2048: 1024}'),
+  '{2048: 512}'),
  ('after-revert',
   'truth',
-  'host-a cell 1 guest memory MiB held on the host beyond the RT',
+  'host-a cell 0 guest memory MiB held on the host beyond the RT',
   '0',
-  '2048'),
- ('after-revert',
-  'convergence',
-  'periodic changed rt host-a cells 1 cpus',
-  '[]',
-  '[4, 5, 6, 7]'),
- ('after-revert', 'convergence', 'periodic changed rt host-a cells 1 memory_mb', '0', '2048'),
- ('after-revert',
-  'convergence',
-  'periodic changed rt host-a cells 1 pages 2048',
-  'None',
   '1024'),
- ('after-revert', 'convergence', 'periodic changed rt host-a memory_mb_used', '512', '2560'),
- ('after-revert', 'convergence', 'periodic changed rt host-a vcpus_used', '0', '4')]
+ ('after-revert',
+  'truth',
+  'host-a cell 0 floating vCPUs held on the host beyond the RT',
+  '0',
+  '2'),
+ ('after-revert', 'convergence', 'periodic changed rt host-a cells 0 memory_mb', '0', '1024'),
+ ('after-revert',
+  'convergence',
+  'periodic changed rt host-a cells 0 pages 2048',
+  'None',
+  '512'),
+ ('after-revert', 'convergence', 'periodic changed rt host-a cells 0 shared', '0', '2'),
+ ('after-revert', 'convergence', 'periodic changed rt host-a memory_mb_used', '512', '1536'),
+ ('after-revert', 'convergence', 'periodic changed rt host-a vcpus_used', '0', '2')]
 
 
-class TestShrink(MoveTestBase):
+class TestHugepagesShared(MoveTestBase):
 
-    def test_revert_periodic_on_source_at_migrationcontext_get_by_instance_uuid_1(self):
-        self.start_hosts(HOSTS, '2,3,4,5,6,7', '0,1', same_host=False)
+    def test_revert_periodic_on_source_at_compute_rpc_finish_revert_resize_1(self):
+        self.start_hosts(HOSTS, '4,5,6,7', '0,1,2,3', same_host=False)
         self.create_flavors(FLAVORS)
-        self.boot('vm1', 'large', 'host-a')
+        self.boot('vm1', 'small', 'host-a')
         self.check('after-boot', EXPECTED['after-boot'])
         # the point: run the periodic there, as production's could
         trigger = self.useFixture(Trigger(
             CALLEE, DETAIL, 'host-b', nth=1,
             action=lambda: self.periodic_at_point(['host-a'])))
         trigger.arm()
-        self.resize('vm1', 'small')
+        self.resize('vm1', 'large')
         self.check('verify-resize', EXPECTED['verify-resize'])
         self.revert('vm1')
         if not trigger.fired:

@@ -1,35 +1,35 @@
-"""dedicated CPUs + 2 MiB hugepages, resize 2->4 vCPU on one host (same-host):
-revert, with the resource tracker's periodic run on host-a at one call of the
-move.
+"""shared CPUs, 2 MiB -> 1 GiB hugepages, resize from host-a to host-b (hugepages-
+shared): revert, with the resource tracker's periodic run on host-b at one call
+of the move.
 
-Mechanism (reviewed, nova-chaos known findings):
-    same-host resize: the 1953359 fix applies the migration context, so the new NUMA topology is counted twice
+Mechanism (reviewed, nova-chaos root causes):
+    revert-gap-dest: revert: a destination periodic between the migration's 'reverted' and finish_revert_resize counts the leaving guest as its own, with the new flavor and the source's NUMA cells
 
-Bug: https://bugs.launchpad.net/nova/+bug/1953359 (its fix does not exclude same-node migrations)
+Bug: none found upstream; the destination face of revert-gap-source
 
-The point: source:_TrackingEndpointWrapper.__getattr__._tracked>InstanceActionEvent.event_start#1
-  = call 2 of nova.objects.instance_action.InstanceActionEvent.event_start made by compute host-a, counted from the move's request on.
+The point: dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1
+  = call 1 of nova.compute.rpcapi.ComputeAPI.finish_revert_resize made by compute host-b, counted from the move's request on.
 
 What the harness saw (known):
-    after-injection@host-a: [logs] log lines matching 'CPUPinningInvalid': expected [], seen no exception
-    after-injection@host-a: [logs] log lines matching 'Error updating resources for node': expected [], seen CPUPinningInvalid
-    after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0
-    after-revert: [rt] host-a hugepages used: expected {2048: 512}, seen {}
-    after-revert: [rt] host-a cell 1 pinned cpus (vs NUMA topologies): expected [6, 11], seen []
-    after-revert: [rt] host-a cell 1 hugepages used (vs NUMA topologies): expected {2048: 512}, seen {}
-    after-revert: [rt] host-a cell 1 guest memory MiB (vs NUMA topologies): expected 1024, seen 0
-    after-revert: [rt] host-a cell 1 pinned cpus (vs domains): expected [6, 11], seen []
-    after-revert: [rt] host-a cell 1 hugepages used (vs domains): expected {2048: 512}, seen {}
-    after-revert: [rt] host-a cell 1 guest memory MiB (vs domains): expected 1024, seen 0
-    after-revert: [truth] host-a cell 1 pCPUs pinned on the host but free in the RT: expected [], seen [6, 11]
-    after-revert: [truth] host-a cell 1 hugepages held on the host beyond the RT: expected {}, seen {2048: 512}
-    ... and 4 more
+    after-injection@host-b: [rt] host-b hugepages used (nearest: verify-resize): expected {1048576: 2}, seen {2048: 512}
+    after-injection@host-b: [rt] host-b cell 0 hugepages used (vs NUMA topologies) (nearest: verify-resize): expected {1048576: 2}, seen {2048: 512}
+    after-injection@host-b: [rt] host-b cell 0 guest memory MiB (vs NUMA topologies) (nearest: verify-resize): expected 2048, seen 1024
+    after-revert: [rt] host-b hugepages used: expected {}, seen {2048: 512}
+    after-revert: [rt] host-b vcpus_used: expected 0, seen 2
+    after-revert: [rt] host-b memory_mb_used: expected 512, seen 2560
+    after-revert: [rt] host-b cell 0 hugepages used (vs NUMA topologies): expected {}, seen {2048: 512}
+    after-revert: [rt] host-b cell 0 guest memory MiB (vs NUMA topologies): expected 0, seen 1024
+    after-revert: [rt] host-b cell 0 floating vCPUs (vs NUMA topologies): expected 0, seen 2
+    after-revert: [rt] host-b cell 0 hugepages used (vs domains): expected {}, seen {2048: 512}
+    after-revert: [rt] host-b cell 0 guest memory MiB (vs domains): expected 0, seen 1024
+    after-revert: [rt] host-b cell 0 floating vCPUs (vs domains): expected 0, seen 2
+    ... and 5 more
 
 Each check compares Nova's accounting (the compute nodes as saved, placement)
 with what the flavors say each host holds, before any periodic.
 
-Replay in the harness: nova-chaos replay 'same-host/source:_TrackingEndpointWrapper.__getattr__._tracked>InstanceActionEvent.event_start#1/source/revert'
-Written by: nova-chaos export 'same-host/source:_TrackingEndpointWrapper.__getattr__._tracked>InstanceActionEvent.event_start#1/source/revert'
+Replay in the harness: nova-chaos replay 'hugepages-shared/dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1/dest/revert/window=lifecycle'
+Written by: nova-chaos export 'hugepages-shared/dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1/dest/revert/window=lifecycle'
 """
 # first of Nova: its functional test package sets up the concurrency mode (eventlet or
 # native threads, OS_NOVA_DISABLE_EVENTLET_PATCHING) before anything imports eventlet
@@ -438,110 +438,120 @@ class MoveTestBase(base.ServersTestBase):
 
 
 HOSTS = {'host-a': {'cells': [(0,
-                       8388608,
-                       [(0, 0, 0, [0]),
-                        (1, 0, 1, [1]),
-                        (2, 0, 2, [2]),
-                        (3, 0, 3, [3]),
-                        (4, 0, 4, [4]),
-                        (5, 0, 5, [5])],
-                       [(4, 1572864), (2048, 1024)]),
+                       4194304,
+                       [(0, 0, 0, [0]), (1, 0, 1, [1]), (2, 0, 2, [2]), (3, 0, 3, [3])],
+                       [(4, 655360), (2048, 768)]),
                       (1,
-                       8388608,
-                       [(6, 1, 0, [6]),
-                        (7, 1, 1, [7]),
-                        (8, 1, 2, [8]),
-                        (9, 1, 3, [9]),
-                        (10, 1, 4, [10]),
-                        (11, 1, 5, [11])],
-                       [(4, 1572864), (2048, 1024)])],
+                       4194304,
+                       [(4, 1, 0, [4]), (5, 1, 1, [5]), (6, 1, 2, [6]), (7, 1, 3, [7])],
+                       [(4, 524288), (2048, 512), (1048576, 1)])],
             'sockets': 1,
-            'cores': 6,
-            'threads': 1}}
-FLAVORS = {'large': {'vcpu': 4,
+            'cores': 4,
+            'threads': 1},
+ 'host-b': {'cells': [(0,
+                       8388608,
+                       [(0, 0, 0, [0, 1]),
+                        (1, 0, 0, [0, 1]),
+                        (2, 0, 1, [2, 3]),
+                        (3, 0, 1, [2, 3]),
+                        (4, 0, 2, [4, 5]),
+                        (5, 0, 2, [4, 5]),
+                        (6, 0, 3, [6, 7]),
+                        (7, 0, 3, [6, 7])],
+                       [(4, 1179648), (2048, 256), (1048576, 3)])],
+            'sockets': 1,
+            'cores': 4,
+            'threads': 2}}
+FLAVORS = {'large': {'vcpu': 2,
            'memory_mb': 2048,
            'disk': 1,
-           'extra_spec': {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2048'}},
- 'small': {'vcpu': 2,
-           'memory_mb': 1024,
-           'disk': 1,
-           'extra_spec': {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2048'}}}
-CALLEE = 'nova.objects.instance_action.InstanceActionEvent.event_start'
+           'extra_spec': {'hw:mem_page_size': '1048576'}},
+ 'small': {'vcpu': 2, 'memory_mb': 1024, 'disk': 1, 'extra_spec': {'hw:mem_page_size': '2048'}}}
+CALLEE = 'nova.compute.rpcapi.ComputeAPI.finish_revert_resize'
 DETAIL = None
-EXPECTED = {'after-boot': {'host-a pinned pCPUs': 2,
+EXPECTED = {'after-boot': {'host-a pinned pCPUs': 0,
                 'host-a hugepages used': {2048: 512},
                 'host-a small pages used': 0,
-                'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}},
- 'verify-resize': {'host-a pinned pCPUs': 6,
-                   'host-a hugepages used': {2048: 1536},
+                'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2},
+                'host-b pinned pCPUs': 0,
+                'host-b hugepages used': {},
+                'host-b small pages used': 0,
+                'placement host-b usages': {}},
+ 'verify-resize': {'host-a pinned pCPUs': 0,
+                   'host-a hugepages used': {2048: 512},
                    'host-a small pages used': 0,
-                   'placement host-a usages': {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}},
- 'after-revert': {'host-a pinned pCPUs': 2,
+                   'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2},
+                   'host-b pinned pCPUs': 0,
+                   'host-b hugepages used': {1048576: 2},
+                   'host-b small pages used': 0,
+                   'placement host-b usages': {'DISK_GB': 1, 'MEMORY_MB': 2048, 'VCPU': 2}},
+ 'after-revert': {'host-a pinned pCPUs': 0,
                   'host-a hugepages used': {2048: 512},
                   'host-a small pages used': 0,
-                  'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}},
+                  'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2},
+                  'host-b pinned pCPUs': 0,
+                  'host-b hugepages used': {},
+                  'host-b small pages used': 0,
+                  'placement host-b usages': {}},
  'after-delete': {'host-a pinned pCPUs': 0,
                   'host-a hugepages used': {},
                   'host-a small pages used': 0,
-                  'placement host-a usages': {}}}
+                  'placement host-a usages': {},
+                  'host-b pinned pCPUs': 0,
+                  'host-b hugepages used': {},
+                  'host-b small pages used': 0,
+                  'placement host-b usages': {}}}
 #: what nova-chaos reported for this item: (checkpoint, check, where, expected, seen)
-HARNESS_SAW = [('after-injection@host-a',
-  'logs',
-  "log lines matching 'CPUPinningInvalid'",
-  '[]',
-  'no exception'),
- ('after-injection@host-a',
-  'logs',
-  "log lines matching 'Error updating resources for node'",
-  '[]',
-  'CPUPinningInvalid'),
- ('after-revert', 'rt', 'host-a pinned pCPUs', '2', '0'),
- ('after-revert', 'rt', 'host-a hugepages used', '{2048: 512}', '{}'),
- ('after-revert', 'rt', 'host-a cell 1 pinned cpus (vs NUMA topologies)', '[6, 11]', '[]'),
+HARNESS_SAW = [('after-injection@host-b',
+  'rt',
+  'host-b hugepages used (nearest: verify-resize)',
+  '{1048576: 2}',
+  '{2048: 512}'),
+ ('after-injection@host-b',
+  'rt',
+  'host-b cell 0 hugepages used (vs NUMA topologies) (nearest: verify-resize)',
+  '{1048576: 2}',
+  '{2048: 512}'),
+ ('after-injection@host-b',
+  'rt',
+  'host-b cell 0 guest memory MiB (vs NUMA topologies) (nearest: verify-resize)',
+  '2048',
+  '1024'),
+ ('after-revert', 'rt', 'host-b hugepages used', '{}', '{2048: 512}'),
+ ('after-revert', 'rt', 'host-b vcpus_used', '0', '2'),
+ ('after-revert', 'rt', 'host-b memory_mb_used', '512', '2560'),
  ('after-revert',
   'rt',
-  'host-a cell 1 hugepages used (vs NUMA topologies)',
-  '{2048: 512}',
-  '{}'),
- ('after-revert', 'rt', 'host-a cell 1 guest memory MiB (vs NUMA topologies)', '1024', '0'),
- ('after-revert', 'rt', 'host-a cell 1 pinned cpus (vs domains)', '[6, 11]', '[]'),
- ('after-revert', 'rt', 'host-a cell 1 hugepages used (vs domains)', '{2048: 512}', '{}'),
- ('after-revert', 'rt', 'host-a cell 1 guest memory MiB (vs domains)', '1024', '0'),
- ('after-revert',
-  'truth',
-  'host-a cell 1 pCPUs pinned on the host but free in the RT',
-  '[]',
-  '[6, 11]'),
- ('after-revert',
-  'truth',
-  'host-a cell 1 hugepages held on the host beyond the RT',
+  'host-b cell 0 hugepages used (vs NUMA topologies)',
   '{}',
   '{2048: 512}'),
- ('after-revert',
-  'truth',
-  'host-a cell 1 guest memory MiB held on the host beyond the RT',
-  '0',
-  '1024'),
- ('after-revert', 'convergence', 'periodic changed rt host-a cells 1 cpus', '[]', '[6, 11]'),
- ('after-revert', 'convergence', 'periodic changed rt host-a cells 1 memory_mb', '0', '1024'),
+ ('after-revert', 'rt', 'host-b cell 0 guest memory MiB (vs NUMA topologies)', '0', '1024'),
+ ('after-revert', 'rt', 'host-b cell 0 floating vCPUs (vs NUMA topologies)', '0', '2'),
+ ('after-revert', 'rt', 'host-b cell 0 hugepages used (vs domains)', '{}', '{2048: 512}'),
+ ('after-revert', 'rt', 'host-b cell 0 guest memory MiB (vs domains)', '0', '1024'),
+ ('after-revert', 'rt', 'host-b cell 0 floating vCPUs (vs domains)', '0', '2'),
+ ('after-revert', 'convergence', 'periodic changed rt host-b cells 0 memory_mb', '1024', '0'),
  ('after-revert',
   'convergence',
-  'periodic changed rt host-a cells 1 pages 2048',
-  'None',
-  '512')]
+  'periodic changed rt host-b cells 0 pages 2048',
+  '512',
+  'None'),
+ ('after-revert', 'convergence', 'periodic changed rt host-b cells 0 shared', '2', '0'),
+ ('after-revert', 'convergence', 'periodic changed rt host-b memory_mb_used', '2560', '512'),
+ ('after-revert', 'convergence', 'periodic changed rt host-b vcpus_used', '2', '0')]
 
 
-class TestSameHost(MoveTestBase):
+class TestHugepagesShared(MoveTestBase):
 
-    def test_revert_periodic_on_source_at_instanceactionevent_event_start_1(self):
-        self.start_hosts(HOSTS, '2,3,4,5,6,7,8,9,10,11', '0,1', same_host=True)
+    def test_revert_periodic_on_dest_at_compute_rpc_finish_revert_resize_1(self):
+        self.start_hosts(HOSTS, '4,5,6,7', '0,1,2,3', same_host=False)
         self.create_flavors(FLAVORS)
-        self.boot('vm1', 'small', None)
+        self.boot('vm1', 'small', 'host-a')
         self.check('after-boot', EXPECTED['after-boot'])
         # the point: run the periodic there, as production's could
         trigger = self.useFixture(Trigger(
-            CALLEE, DETAIL, 'host-a', nth=2,
-            action=lambda: self.periodic_at_point(['host-a'])))
+            CALLEE, DETAIL, 'host-b', nth=1,
+            action=lambda: self.periodic_at_point(['host-b'])))
         trigger.arm()
         self.resize('vm1', 'large')
         self.check('verify-resize', EXPECTED['verify-resize'])

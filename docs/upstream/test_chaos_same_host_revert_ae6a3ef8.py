@@ -1,35 +1,35 @@
-"""dedicated CPUs, no hugepages, resize 2->4 vCPU from host-a to host-b (pinned-
-only): revert, with the resource tracker's periodic run on host-b at one call
-of the move.
+"""dedicated CPUs + 2 MiB hugepages, resize 2->4 vCPU on one host (same-host):
+revert, with the resource tracker's periodic run on host-a at one call of the
+move.
 
-Mechanism (reviewed, nova-chaos known findings):
-    revert: after 'reverted' and before the source takes the instance back, the destination counts it as its own
+Mechanism (reviewed, nova-chaos root causes):
+    same-host-double-count: same-host resize: a periodic between the move claim and finish_resize counts the new NUMA topology twice, fails, and loses the guest's old pins and pages
 
-Bug: as above
+Bug: https://bugs.launchpad.net/nova/+bug/1953359 (its fix does not exclude same-node migrations)
 
-The point: dest:Instance._load_migration_context>MigrationContext.get_by_instance_uuid#1
-  = call 1 of nova.objects.migration_context.MigrationContext.get_by_instance_uuid made by compute host-b, counted from the move's request on.
+The point: source:API.get_instance_nw_info>lock.refresh_cache-<uuid>#1
+  = call 1 of oslo_concurrency.lockutils.lock (refresh_cache-<uuid>) made by compute host-a, counted from the move's request on.
 
 What the harness saw (known):
-    after-injection@host-b: [rt] host-b pinned pCPUs (nearest: after-revert): expected 0, seen 2
-    after-injection@host-b: [rt] host-b small pages used (nearest: after-revert): expected 0, seen 262144
-    after-injection@host-b: [rt] host-b vcpus_used (nearest: after-revert): expected 0, seen 4
-    after-injection@host-b: [rt] host-b memory_mb_used (nearest: after-revert): expected 512, seen 2560
-    after-injection@host-b: [rt] host-b cell 1 pinned cpus (vs NUMA topologies) (nearest: after-revert): expected [], seen [6, 7]
-    after-injection@host-b: [rt] host-b cell 1 small pages (vs NUMA topologies) (nearest: after-revert): expected 0, seen 262144
-    after-injection@host-b: [rt] host-b cell 1 guest memory MiB (vs NUMA topologies) (nearest: after-revert): expected 0, seen 1024
-    after-revert: [rt] host-b pinned pCPUs: expected 0, seen 2
-    after-revert: [rt] host-b small pages used: expected 0, seen 262144
-    after-revert: [rt] host-b vcpus_used: expected 0, seen 4
-    after-revert: [rt] host-b memory_mb_used: expected 512, seen 2560
-    after-revert: [rt] host-b cell 1 pinned cpus (vs NUMA topologies): expected [], seen [6, 7]
-    ... and 10 more
+    after-injection@host-a: [logs] log lines matching 'CPUPinningInvalid': expected [], seen no exception
+    after-injection@host-a: [logs] log lines matching 'Error updating resources for node': expected [], seen CPUPinningInvalid
+    after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0
+    after-revert: [rt] host-a hugepages used: expected {2048: 512}, seen {}
+    after-revert: [rt] host-a cell 1 pinned cpus (vs NUMA topologies): expected [6, 11], seen []
+    after-revert: [rt] host-a cell 1 hugepages used (vs NUMA topologies): expected {2048: 512}, seen {}
+    after-revert: [rt] host-a cell 1 guest memory MiB (vs NUMA topologies): expected 1024, seen 0
+    after-revert: [rt] host-a cell 1 pinned cpus (vs domains): expected [6, 11], seen []
+    after-revert: [rt] host-a cell 1 hugepages used (vs domains): expected {2048: 512}, seen {}
+    after-revert: [rt] host-a cell 1 guest memory MiB (vs domains): expected 1024, seen 0
+    after-revert: [truth] host-a cell 1 pCPUs pinned on the host but free in the RT: expected [], seen [6, 11]
+    after-revert: [truth] host-a cell 1 hugepages held on the host beyond the RT: expected {}, seen {2048: 512}
+    ... and 4 more
 
 Each check compares Nova's accounting (the compute nodes as saved, placement)
 with what the flavors say each host holds, before any periodic.
 
-Replay in the harness: nova-chaos replay 'pinned-only/dest:Instance._load_migration_context>MigrationContext.get_by_instance_uuid#1/dest/revert/window=lifecycle'
-Written by: nova-chaos export 'pinned-only/dest:Instance._load_migration_context>MigrationContext.get_by_instance_uuid#1/dest/revert/window=lifecycle'
+Replay in the harness: nova-chaos replay 'same-host/source:API.get_instance_nw_info>lock.refresh_cache-<uuid>#1/source/revert'
+Written by: nova-chaos export 'same-host/source:API.get_instance_nw_info>lock.refresh_cache-<uuid>#1/source/revert'
 """
 # first of Nova: its functional test package sets up the concurrency mode (eventlet or
 # native threads, OS_NOVA_DISABLE_EVENTLET_PATCHING) before anything imports eventlet
@@ -438,139 +438,110 @@ class MoveTestBase(base.ServersTestBase):
 
 
 HOSTS = {'host-a': {'cells': [(0,
-                       4194304,
-                       [(0, 0, 0, [0]), (1, 0, 1, [1]), (2, 0, 2, [2]), (3, 0, 3, [3])],
-                       [(4, 1048576)]),
-                      (1,
-                       4194304,
-                       [(4, 1, 0, [4]), (5, 1, 1, [5]), (6, 1, 2, [6]), (7, 1, 3, [7])],
-                       [(4, 1048576)])],
-            'sockets': 1,
-            'cores': 4,
-            'threads': 1},
- 'host-b': {'cells': [(0,
                        8388608,
-                       [(0, 0, 0, [0, 1]),
-                        (1, 0, 0, [0, 1]),
-                        (2, 0, 1, [2, 3]),
-                        (3, 0, 1, [2, 3]),
-                        (4, 0, 2, [4, 5]),
-                        (5, 0, 2, [4, 5])],
-                       [(4, 2097152)]),
+                       [(0, 0, 0, [0]),
+                        (1, 0, 1, [1]),
+                        (2, 0, 2, [2]),
+                        (3, 0, 3, [3]),
+                        (4, 0, 4, [4]),
+                        (5, 0, 5, [5])],
+                       [(4, 1572864), (2048, 1024)]),
                       (1,
                        8388608,
-                       [(6, 1, 0, [6, 7]),
-                        (7, 1, 0, [6, 7]),
-                        (8, 1, 1, [8, 9]),
-                        (9, 1, 1, [8, 9]),
-                        (10, 1, 2, [10, 11]),
-                        (11, 1, 2, [10, 11])],
-                       [(4, 2097152)])],
+                       [(6, 1, 0, [6]),
+                        (7, 1, 1, [7]),
+                        (8, 1, 2, [8]),
+                        (9, 1, 3, [9]),
+                        (10, 1, 4, [10]),
+                        (11, 1, 5, [11])],
+                       [(4, 1572864), (2048, 1024)])],
             'sockets': 1,
-            'cores': 3,
-            'threads': 2}}
+            'cores': 6,
+            'threads': 1}}
 FLAVORS = {'large': {'vcpu': 4,
            'memory_mb': 2048,
            'disk': 1,
-           'extra_spec': {'hw:cpu_policy': 'dedicated'}},
+           'extra_spec': {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2048'}},
  'small': {'vcpu': 2,
            'memory_mb': 1024,
            'disk': 1,
-           'extra_spec': {'hw:cpu_policy': 'dedicated'}}}
-CALLEE = 'nova.objects.migration_context.MigrationContext.get_by_instance_uuid'
-DETAIL = None
+           'extra_spec': {'hw:cpu_policy': 'dedicated', 'hw:mem_page_size': '2048'}}}
+CALLEE = 'oslo_concurrency.lockutils.lock'
+DETAIL = 'refresh_cache-<uuid>'
 EXPECTED = {'after-boot': {'host-a pinned pCPUs': 2,
-                'host-a hugepages used': {},
-                'host-a small pages used': 262144,
-                'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2},
-                'host-b pinned pCPUs': 0,
-                'host-b hugepages used': {},
-                'host-b small pages used': 0,
-                'placement host-b usages': {}},
- 'verify-resize': {'host-a pinned pCPUs': 2,
-                   'host-a hugepages used': {},
-                   'host-a small pages used': 262144,
-                   'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2},
-                   'host-b pinned pCPUs': 4,
-                   'host-b hugepages used': {},
-                   'host-b small pages used': 524288,
-                   'placement host-b usages': {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}},
+                'host-a hugepages used': {2048: 512},
+                'host-a small pages used': 0,
+                'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}},
+ 'verify-resize': {'host-a pinned pCPUs': 6,
+                   'host-a hugepages used': {2048: 1536},
+                   'host-a small pages used': 0,
+                   'placement host-a usages': {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}},
  'after-revert': {'host-a pinned pCPUs': 2,
-                  'host-a hugepages used': {},
-                  'host-a small pages used': 262144,
-                  'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2},
-                  'host-b pinned pCPUs': 0,
-                  'host-b hugepages used': {},
-                  'host-b small pages used': 0,
-                  'placement host-b usages': {}},
+                  'host-a hugepages used': {2048: 512},
+                  'host-a small pages used': 0,
+                  'placement host-a usages': {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}},
  'after-delete': {'host-a pinned pCPUs': 0,
                   'host-a hugepages used': {},
                   'host-a small pages used': 0,
-                  'placement host-a usages': {},
-                  'host-b pinned pCPUs': 0,
-                  'host-b hugepages used': {},
-                  'host-b small pages used': 0,
-                  'placement host-b usages': {}}}
+                  'placement host-a usages': {}}}
 #: what nova-chaos reported for this item: (checkpoint, check, where, expected, seen)
-HARNESS_SAW = [('after-injection@host-b', 'rt', 'host-b pinned pCPUs (nearest: after-revert)', '0', '2'),
- ('after-injection@host-b',
-  'rt',
-  'host-b small pages used (nearest: after-revert)',
-  '0',
-  '262144'),
- ('after-injection@host-b', 'rt', 'host-b vcpus_used (nearest: after-revert)', '0', '4'),
- ('after-injection@host-b',
-  'rt',
-  'host-b memory_mb_used (nearest: after-revert)',
-  '512',
-  '2560'),
- ('after-injection@host-b',
-  'rt',
-  'host-b cell 1 pinned cpus (vs NUMA topologies) (nearest: after-revert)',
+HARNESS_SAW = [('after-injection@host-a',
+  'logs',
+  "log lines matching 'CPUPinningInvalid'",
   '[]',
-  '[6, 7]'),
- ('after-injection@host-b',
+  'no exception'),
+ ('after-injection@host-a',
+  'logs',
+  "log lines matching 'Error updating resources for node'",
+  '[]',
+  'CPUPinningInvalid'),
+ ('after-revert', 'rt', 'host-a pinned pCPUs', '2', '0'),
+ ('after-revert', 'rt', 'host-a hugepages used', '{2048: 512}', '{}'),
+ ('after-revert', 'rt', 'host-a cell 1 pinned cpus (vs NUMA topologies)', '[6, 11]', '[]'),
+ ('after-revert',
   'rt',
-  'host-b cell 1 small pages (vs NUMA topologies) (nearest: after-revert)',
-  '0',
-  '262144'),
- ('after-injection@host-b',
-  'rt',
-  'host-b cell 1 guest memory MiB (vs NUMA topologies) (nearest: after-revert)',
+  'host-a cell 1 hugepages used (vs NUMA topologies)',
+  '{2048: 512}',
+  '{}'),
+ ('after-revert', 'rt', 'host-a cell 1 guest memory MiB (vs NUMA topologies)', '1024', '0'),
+ ('after-revert', 'rt', 'host-a cell 1 pinned cpus (vs domains)', '[6, 11]', '[]'),
+ ('after-revert', 'rt', 'host-a cell 1 hugepages used (vs domains)', '{2048: 512}', '{}'),
+ ('after-revert', 'rt', 'host-a cell 1 guest memory MiB (vs domains)', '1024', '0'),
+ ('after-revert',
+  'truth',
+  'host-a cell 1 pCPUs pinned on the host but free in the RT',
+  '[]',
+  '[6, 11]'),
+ ('after-revert',
+  'truth',
+  'host-a cell 1 hugepages held on the host beyond the RT',
+  '{}',
+  '{2048: 512}'),
+ ('after-revert',
+  'truth',
+  'host-a cell 1 guest memory MiB held on the host beyond the RT',
   '0',
   '1024'),
- ('after-revert', 'rt', 'host-b pinned pCPUs', '0', '2'),
- ('after-revert', 'rt', 'host-b small pages used', '0', '262144'),
- ('after-revert', 'rt', 'host-b vcpus_used', '0', '4'),
- ('after-revert', 'rt', 'host-b memory_mb_used', '512', '2560'),
- ('after-revert', 'rt', 'host-b cell 1 pinned cpus (vs NUMA topologies)', '[]', '[6, 7]'),
- ('after-revert', 'rt', 'host-b cell 1 small pages (vs NUMA topologies)', '0', '262144'),
- ('after-revert', 'rt', 'host-b cell 1 guest memory MiB (vs NUMA topologies)', '0', '1024'),
- ('after-revert', 'rt', 'host-b cell 1 pinned cpus (vs domains)', '[]', '[6, 7]'),
- ('after-revert', 'rt', 'host-b cell 1 small pages (vs domains)', '0', '262144'),
- ('after-revert', 'rt', 'host-b cell 1 guest memory MiB (vs domains)', '0', '1024'),
- ('after-revert', 'convergence', 'periodic changed rt host-b cells 1 cpus', '[6, 7]', '[]'),
- ('after-revert', 'convergence', 'periodic changed rt host-b cells 1 memory_mb', '1024', '0'),
+ ('after-revert', 'convergence', 'periodic changed rt host-a cells 1 cpus', '[]', '[6, 11]'),
+ ('after-revert', 'convergence', 'periodic changed rt host-a cells 1 memory_mb', '0', '1024'),
  ('after-revert',
   'convergence',
-  'periodic changed rt host-b cells 1 small_pages',
-  '262144',
-  '0'),
- ('after-revert', 'convergence', 'periodic changed rt host-b memory_mb_used', '2560', '512'),
- ('after-revert', 'convergence', 'periodic changed rt host-b vcpus_used', '4', '0')]
+  'periodic changed rt host-a cells 1 pages 2048',
+  'None',
+  '512')]
 
 
-class TestPinnedOnly(MoveTestBase):
+class TestSameHost(MoveTestBase):
 
-    def test_revert_periodic_on_dest_at_migrationcontext_get_by_instance_uuid_1(self):
-        self.start_hosts(HOSTS, '2,3,4,5,6,7', '0,1', same_host=False)
+    def test_revert_periodic_on_source_at_lock_refresh_cache_uuid_1(self):
+        self.start_hosts(HOSTS, '2,3,4,5,6,7,8,9,10,11', '0,1', same_host=True)
         self.create_flavors(FLAVORS)
-        self.boot('vm1', 'small', 'host-a')
+        self.boot('vm1', 'small', None)
         self.check('after-boot', EXPECTED['after-boot'])
         # the point: run the periodic there, as production's could
         trigger = self.useFixture(Trigger(
-            CALLEE, DETAIL, 'host-b', nth=1,
-            action=lambda: self.periodic_at_point(['host-b'])))
+            CALLEE, DETAIL, 'host-a', nth=1,
+            action=lambda: self.periodic_at_point(['host-a'])))
         trigger.arm()
         self.resize('vm1', 'large')
         self.check('verify-resize', EXPECTED['verify-resize'])
