@@ -64,16 +64,23 @@ SPLIT_SAMPLE = {
 
 def test_1896463_caught_where_the_lock_was_whole_or_split(tmp_path):
     """Without the lock, a periodic before finish_evacuation's save is no longer
-    deferred past it. Run whole there it sees what the known gap shows; stopped
-    between its reads across the host's save and the context's drop (split:2),
-    the bug's own interleaving, it sees the same. Clean Nova passes both ways."""
+    deferred past it. Run whole there it meets the state of the known evacuate gap and
+    does what that root cause says: the cause now bites at a call where, on clean Nova,
+    it cannot (the lock defers the periodic past the save) -- the cause's window is one
+    call wider, which is how a reintroduced 1896463 shows (issue 30). Stopped between
+    its reads across the host's save and the context's drop (split:2), the bug's own
+    interleaving, it is a new finding. Clean Nova passes both ways."""
     clean = sweep(tmp_path, "evacuate", SPLIT_SAMPLE, "--fault", "split:2")
     assert {p: i["verdict"] for p, i in clean.items()} == {p: "pass" for p in SPLIT_SAMPLE}
+    whole = sweep(tmp_path, "evacuate", SPLIT_SAMPLE, "--mutate", "1896463")
+    assert {p: (i["verdict"], i.get("causes", {}).get("bit", [])) for p, i in whole.items()} == {
+        p: ("known", ["evacuate-gap-dest"]) if caught else ("pass", [])
+        for p, caught in SPLIT_SAMPLE.items()}
+    mutated = sweep(tmp_path, "evacuate", SPLIT_SAMPLE, "--fault", "split:2", "--mutate", "1896463")
     expected = {p: "fail" if caught else "pass" for p, caught in SPLIT_SAMPLE.items()}
-    for fault in ("periodic", "split:2"):
-        mutated = sweep(tmp_path, "evacuate", SPLIT_SAMPLE, "--fault", fault, "--mutate", "1896463")
-        assert {p: i["verdict"] for p, i in mutated.items()} == expected, fault
-        (caught,) = [i for p, i in mutated.items() if SPLIT_SAMPLE[p]]
+    assert {p: i["verdict"] for p, i in mutated.items()} == expected
+    for items in (whole, mutated):
+        (caught,) = [i for p, i in items.items() if SPLIT_SAMPLE[p]]
         assert any(f["check"] == "truth" and f["seen"] == "[6, 7]" for f in caught["findings"])
     # where it stopped and where it finished, both named
     assert caught["id"].endswith("/fault=split:2/mutate=1896463")

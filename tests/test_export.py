@@ -118,4 +118,4 @@ def test_what_export_cannot_write_is_one_line(item, fragment):
 
 
 def test_export_needs_an_item():
-    assert_one_line_error(cli("export"), "export needs an item id, or --all-hard")
+    assert_one_line_error(cli("export"), "export needs one of: an item id, --cause NAME, --all-hard")
