@@ -153,9 +153,8 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
         """Nova broken first (if asked), then traced; the run's hooks are the injector's."""
 
         def _setUp(self):
-            if item.mutation:
-                self.useFixture(mutations.get(item.mutation)())
-            self.injector = self.useFixture(injection.Injector(run, inj, item.window))
+            self.injector = self.useFixture(injection.Injector(run, inj, item.window,
+                                                               mutation=item.mutation))
 
         def before_check(self, run, name):
             self.injector.before_check(run, name)

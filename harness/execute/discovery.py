@@ -192,19 +192,8 @@ def uninjected_run(scen, ending: str, mutation: str | None = None) -> runner.Run
     what the ending trips on (measured: the 1818914 leak on confirm). The
     ending's and the deletes' checkpoints still converge.
     """
-    import fixtures
-
-    from harness.cloud import mutations
     run = runner.Run(scen, ending, converge_every=False)
-
-    def instrument(r):
-        class Instrument(fixtures.Fixture):
-            def _setUp(self):
-                if mutation:  # Nova broken first, then traced, as in an item
-                    self.useFixture(mutations.get(mutation)())
-                self.useFixture(injection.Injector(r, None, WIDEST))
-        return Instrument()
-    run.execute(instrument)
+    run.execute(lambda r: injection.Injector(r, None, WIDEST, mutation=mutation))
     return run
 
 
@@ -212,7 +201,7 @@ def _discover_and_cache(scen, ending: str, path: str, mutation=None) -> None:
     from harness.execute import campaign
     run = uninjected_run(scen, ending, mutation)
     record = campaign.judge_uninjected(scen.name, ending, mutation, run)
-    points = [(p.id, p.stage) for p in run.tracer.points] if run.tracer else []
+    points = run.tracer.staged() if run.tracer else []
     files.atomic_write(path, json.dumps({"points": points, "uninjected": record.to_json()}))
 
 

@@ -51,7 +51,6 @@ import tempfile
 import time
 
 from harness import scenario as scenario_mod
-from harness.cloud import mutations
 from harness.execute import campaign, runner
 from harness.errors import UsageError
 from harness.execute.item import Item
@@ -183,7 +182,7 @@ class _BranchingInjector(injection.Injector):
     """
 
     def __init__(self, run, sweep):
-        super().__init__(run, None, sweep.window, sweep.fault)
+        super().__init__(run, None, sweep.window, sweep.fault, sweep.mutation)
         self.sweep = sweep
         self.ending_parent = None   # set in an ending-parent: the ending it runs
         self.past_verify = False    # the top parent's uninjected tail: nothing to branch
@@ -192,11 +191,6 @@ class _BranchingInjector(injection.Injector):
         self.ending_chosen = False  # a target-child reached VERIFY_RESIZE and chose its ending
         self.baseline = False       # this process runs the uninjected baseline (memo): no branching
         self.marks = []             # memo.Mark: where this run's continuations to store start
-
-    def _setUp(self):
-        if self.sweep.mutation:  # Nova broken first, then traced, as in a fresh item
-            self.useFixture(mutations.get(self.sweep.mutation)())
-        super()._setUp()
 
     def before_ending(self, run):
         if self._baseline_due():  # no point before the move's checkpoint (unshelve's are all

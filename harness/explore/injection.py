@@ -53,15 +53,20 @@ class Injector(fixtures.Fixture, Hooks):
     """
 
     def __init__(self, run, injection: Injection | None = None,
-                 window: str = DEFAULT_WINDOW, fault: str | None = None):
+                 window: str = DEFAULT_WINDOW, fault: str | None = None,
+                 mutation: str | None = None):
         super().__init__()
         self.run, self.injection = run, injection
         self.window = window
+        self.mutation = mutation  # Nova broken this way first, then traced (every mode alike)
         # the fault this process (or, forking, its children) injects
         self.fault = fault or (injection.fault if injection else DEFAULT_FAULT)
         self.paused: dict = {}  # host -> [Split, how, snapshot before, calls left]: stopped inside
 
     def _setUp(self):
+        if self.mutation:
+            from harness.cloud import mutations
+            self.useFixture(mutations.get(self.mutation)())
         self.tracer = self.useFixture(Tracer(self.window, on_point=self._on_point,
                                              bounds=self.run.operation.bounds))
         self.run.tracer = self.tracer

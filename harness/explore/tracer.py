@@ -348,6 +348,10 @@ class Tracer(fixtures.Fixture):
         finally:
             stack.pop()
 
+    def staged(self) -> list:
+        """``[(point id, stage)]`` of the recorded points: what discovery caches."""
+        return [(p.id, p.stage) for p in self.points]
+
     def stage(self) -> str:
         """Where the subject's move is: "prep", "core" or "ending"."""
         return "core" if self.core else "ending" if self.past_core else "prep"

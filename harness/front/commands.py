@@ -439,8 +439,7 @@ def cmd_baseline(args) -> int:
     for ending in endings:
         run = discovery.uninjected_run(scen, ending, args.mutate)
         record = campaign.judge_uninjected(scen.name, ending, args.mutate, run)
-        points = len(narrowed([(p.id, p.stage) for p in run.tracer.points], window)
-                     ) if run.tracer else 0
+        points = len(narrowed(run.tracer.staged(), window)) if run.tracer else 0
         print(f"{scen.name} / {ending}{f' (mutation {args.mutate})' if args.mutate else ''}: "
               f"{record.verdict.upper()} in {run.result.seconds:.1f}s; {points} yield points "
               f"in window {window!r}", file=console.OUT)
