@@ -33,3 +33,18 @@ def atomic_write(path: str, text: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def read_toml(path: str) -> dict:
+    """A TOML file the harness reads (causes, known findings, samples) as a dict, or one
+    line naming the file and what is wrong with it (:class:`harness.errors.InvalidScenario`)."""
+    import tomllib
+
+    from harness.errors import InvalidScenario
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidScenario(f"{path}: cannot read it: {exc.strerror}") from None

@@ -158,16 +158,12 @@ def _quoted(text: str) -> str:
 def load_samples(path: str) -> dict:
     """``{cause name: [item ids]}`` from a samples file ({} if there is none)."""
     import os
-    import tomllib
 
+    from harness import files
     from harness.errors import InvalidScenario
     if not os.path.exists(path):
         return {}
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh).get("samples", {})
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
+    raw = files.read_toml(path).get("samples", {})
     if not all(isinstance(v, list) for v in raw.values()):
         raise InvalidScenario(f"{path}: [samples] maps cause names to lists of item ids")
     return raw

@@ -29,8 +29,8 @@ import dataclasses
 import fnmatch
 import itertools
 import os
-import tomllib
 
+from harness import files
 from harness.errors import InvalidScenario
 from harness.scenario import SCENARIO_DIR
 
@@ -152,13 +152,7 @@ def load(path: str | None = None) -> list:
 
 
 def _parse(path: str) -> list:
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise InvalidScenario(f"{path}: cannot read it: {exc.strerror}") from None
+    raw = files.read_toml(path)
     out, names = [], set()
     for i, c in enumerate(raw.get("cause", [])):
         out.append(_cause(c, f"{os.path.basename(path)}: cause[{i}]"))

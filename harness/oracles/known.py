@@ -13,8 +13,8 @@ import dataclasses
 import fnmatch
 import os
 import re
-import tomllib
 
+from harness import files
 from harness.errors import InvalidScenario
 from harness.explore import faults
 from harness.scenario import SCENARIO_DIR
@@ -136,13 +136,7 @@ def load(path: str | None = None) -> list:
     path = path or os.environ.get(KNOWN_ENV) or KNOWN_FILE
     if not os.path.exists(path):
         return []
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidScenario(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise InvalidScenario(f"{path}: cannot read it: {exc.strerror}") from None
+    raw = files.read_toml(path)
     sets = _sets(raw, path)
     entries = []
     for i, e in enumerate(raw.get("finding", [])):
@@ -176,8 +170,7 @@ def point_sets(path: str = KNOWN_FILE) -> dict:
     """The file's ``[point_sets]``: name -> point ids (for proposals to name them)."""
     if not os.path.exists(path):
         return {}
-    with open(path, "rb") as fh:
-        return _sets(tomllib.load(fh), path)
+    return _sets(files.read_toml(path), path)
 
 
 def _sets(raw: dict, path: str) -> dict:
