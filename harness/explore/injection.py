@@ -103,7 +103,7 @@ class Injector(fixtures.Fixture, Hooks):
 
     def _periodic(self, host, how, stage):
         with self.tracer.suspended():
-            self._note_state(host)
+            self.note_state(host)
             before = views.snapshot(self.run.cloud) if self.injection.detail else None
             distance = faults.split_distance(self.injection.fault)
             if distance is not None:
@@ -123,13 +123,13 @@ class Injector(fixtures.Fixture, Hooks):
                 self.run.cloud.periodic(host)
             self._judged(host, how, before, stage)
 
-    def _note_state(self, host, resumed: bool = False) -> None:
+    def note_state(self, host, resumed: bool = False, allocations: bool = False) -> None:
         """What the periodic on ``host`` is about to act on (:mod:`harness.oracles.state`);
         ``resumed``: what a split periodic's second read meets, kept per server as
         ``resumed`` beside what its first read met."""
         roles = self.tracer.roles
         try:
-            facts = state.at_point(self.run.cloud, host)
+            facts = state.at_point(self.run.cloud, host, allocations)
         except Exception as exc:  # evidence only: a read that fails must not end the item
             facts = {"unreadable": f"{type(exc).__name__}: {str(exc)[:200]}"}
         role = roles.get(host, host)
@@ -178,6 +178,6 @@ class Injector(fixtures.Fixture, Hooks):
         part, how, before, _ = paused
         self.tracer.before_acquire.pop(f"compute_resources@{host}", None)
         with self.tracer.suspended():
-            self._note_state(host, resumed=True)
+            self.note_state(host, resumed=True)
             part.run()
             self._judged(host, f"{how}, split: resumed at {where}", before, self.tracer.stage())

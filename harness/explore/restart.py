@@ -62,6 +62,8 @@ def kill(injector, point) -> None:
     tracer.open, tracer.closed = False, True  # what follows is the recovery's, not the trace's
     tracer.incarnations[host] = tracer.incarnations.get(host, 0) + 1
     run.where = f"killing {host} at {point.id}"
+    with tracer.suspended():  # what the dead host leaves: a root cause's condition
+        injector.note_state(host, allocations=True)
     run.cloud.kill(host)
 
 

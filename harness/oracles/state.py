@@ -25,19 +25,22 @@ def _role(roles: dict, host) -> str | None:
     return roles.get(host, "other")
 
 
-def at_point(cloud, host: str) -> dict:
+def at_point(cloud, host: str, allocations: bool = False) -> dict:
     """Facts about every server as ``host``'s periodic is about to see them.
 
     Per server: the role of ``host`` in its move (``runs_on``), the host
     names behind the roles (``hosts``), the instance (its host and node, vm
     and task state, whether its migration context and old/new flavors are
     set), its newest migration (type, status, source and dest), and whether
-    ``host``'s tracker tracks that migration and the instance.
+    ``host``'s tracker tracks that migration and the instance. With
+    ``allocations`` (a restart: which step's writes are done), also where
+    placement holds the instance's and the migration's allocations, as roles.
     """
-    return {server: _server_facts(cloud, uuid, host) for server, uuid in sorted(cloud.servers.items())}
+    return {server: _server_facts(cloud, uuid, host, allocations)
+            for server, uuid in sorted(cloud.servers.items())}
 
 
-def _server_facts(cloud, uuid: str, host: str) -> dict:
+def _server_facts(cloud, uuid: str, host: str, allocations: bool = False) -> dict:
     from nova import context, exception, objects
     ctx = context.get_admin_context()
     try:
@@ -51,7 +54,7 @@ def _server_facts(cloud, uuid: str, host: str) -> dict:
     if migration is not None:  # a same-host move: the one host is its source
         roles = {migration.dest_compute: "dest", migration.source_compute: "source"}
     tracker = cloud.compute(host).rt
-    return {
+    facts = {
         "runs_on": _role(roles, host),
         "hosts": {role: name for name, role in sorted(roles.items())},
         "instance": {
@@ -71,3 +74,17 @@ def _server_facts(cloud, uuid: str, host: str) -> dict:
             "instance": uuid in tracker.tracked_instances,
         },
     }
+    if allocations:
+        consumers = {"instance": uuid, "migration": migration.uuid if migration else None}
+        facts["allocations"] = {kind: _held_on(cloud, consumer, roles)
+                                for kind, consumer in consumers.items()}
+    return facts
+
+
+def _held_on(cloud, consumer, roles: dict) -> list:
+    """The roles of the hosts whose providers hold ``consumer``'s allocation."""
+    if consumer is None:
+        return []
+    names = {cloud.rp_uuid(h.name): h.name for h in cloud.scenario.hosts}
+    body = cloud.env.placement.get(f"/allocations/{consumer}", version="1.28").body
+    return sorted(_role(roles, names.get(rp, rp)) for rp in body["allocations"])
