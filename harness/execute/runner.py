@@ -135,7 +135,7 @@ class Run:
         self._setup_log = 0  # length of the log when the cloud was up
         self.ending_error = None
         self.tracer = None
-        self.chosen: dict = {}   # server -> {"old"/"new": NUMA cells}: the move's, as last seen
+        self.chosen: dict = {}   # server -> {"current"/"old"/"new": NUMA cells}, as last seen
         self.ending_server = None  # the server whose ending runs now
         self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
         self.own_files = own_files  # each forked process sees its own instance files at one path
@@ -181,7 +181,7 @@ class Run:
         snap = views.snapshot(cloud)
         for server, numa in snap["numa"].items():
             self.chosen.setdefault(server, {}).update(
-                {k: numa[k] for k in ("old", "new") if numa[k] is not None})
+                {k: numa[k] for k in ("current", "old", "new") if numa[k] is not None})
         text = cloud.log_text()
         ctx = checks.CheckContext(cloud, phase, snap, exact_cells,
                                   conf.CONF.reserved_host_memory_mb, text[self._log_offset:],

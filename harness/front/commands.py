@@ -58,11 +58,7 @@ def cmd_causes(args) -> int:
         when = ", ".join(f"{k} = {' | '.join(map(str, v))}" for k, v in c.when.items())
         print(f"{c.name} ({c.klass}): {c.title}\n    when {when}", file=console.OUT)
         for e in c.effects:
-            what = (f"{'lacks' if e.sign < 0 else 'counts'} the {e.flavor} flavor"
-                    + ("" if e.counters else "'s cells only") + (f" with the {e.cells} cells"
-                                                                  if e.cells and e.counters else
-                                                                  f" ({e.cells})" if e.cells else ""))
-            print(f"    {e.host}'s tracker {what} at {', '.join(e.at)}", file=console.OUT)
+            print(f"    {e.describe()} at {', '.join(e.at)}", file=console.OUT)
         for x in c.expects:
             print(f"    shows [{x.check}] {x.where} = {' or '.join(x.seen)} at {', '.join(x.at)}",
                   file=console.OUT)

@@ -24,6 +24,7 @@ bite is counted, not failed: a run says once when a cause bit nowhere.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import fnmatch
@@ -32,6 +33,7 @@ import os
 
 from harness import files
 from harness.errors import InvalidScenario
+from harness.oracles.ledger import placement_resources
 from harness.scenario import SCENARIO_DIR
 
 CAUSES_FILE = os.path.join(SCENARIO_DIR, "root-causes.toml")
@@ -42,22 +44,37 @@ CLASSES = ("hard", "transient")
 LEDGER_CHECKS = ("rt", "truth", "placement")
 _KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
          "expect", "why"}
-_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters"}
+_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters", "consumer", "persists"}
+_CONSUMERS = ("instance", "migration")
 _EXPECT_KEYS = {"at", "check", "where", "seen"}
 _TOPOLOGIES = ("current", "old", "new")
 _FLAVORS = ("old", "new")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrackerEffect:
-    """``host``'s tracker lacks (``sign`` -1) or counts extra (+1) one holding of the server."""
+class Effect:
+    """``host`` lacks (``sign`` -1) or holds extra (+1) one holding of the server: in its
+    tracker, or with ``consumer`` in placement (that consumer's allocation there)."""
 
     at: tuple          # checkpoint globs
     host: str          # the server's move role: source, dest
     sign: int
-    flavor: str        # old | new: whose vCPUs and memory the counters miss or add
+    flavor: str        # old | new: whose vCPUs and memory (placement: resources)
     cells: str | None  # current | old | new: whose NUMA cells (None: counters only)
     counters: bool = True  # False: the cells only (the legacy counters are right)
+    consumer: str | None = None  # instance | migration: a placement allocation
+    persists: bool = False  # the convergence periodic leaves it (placement's always do)
+
+    def describe(self) -> str:
+        verb = "lacks" if self.sign < 0 else "counts"
+        if self.consumer:
+            return (f"placement {verb} the {self.consumer}'s allocation of the {self.flavor} "
+                    f"flavor on {self.host}")
+        what = (f"{verb} the {self.flavor} flavor" + ("" if self.counters else "'s cells only")
+                + (f" with the {self.cells} cells" if self.cells and self.counters
+                   else f" ({self.cells})" if self.cells else ""))
+        return f"{self.host}'s tracker {what}" + (" (the periodic keeps it)" if self.persists
+                                                   else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +98,7 @@ class Cause:
     faults: tuple      # globs over the item's fault
     scenarios: tuple   # globs
     when: dict         # dotted key of a server's facts -> allowed values
-    effects: tuple     # TrackerEffect
+    effects: tuple     # Effect
     expects: tuple     # Expect
     why: str = ""
 
@@ -189,8 +206,14 @@ def _cause(c: dict, where: str) -> Cause:
                                   f"cells one of {_TOPOLOGIES}")
         if not e.get("counters", True) and cells is None:
             raise InvalidScenario(f"{where}: an effect without counters needs cells")
-        effects.append(TrackerEffect(_listed(e["at"]), e["host"], -1 if "lacks" in e else 1,
-                                     flavor, cells, bool(e.get("counters", True))))
+        consumer = e.get("consumer")
+        if consumer is not None and (consumer not in _CONSUMERS or cells is not None
+                                     or "counters" in e or "persists" in e):
+            raise InvalidScenario(f"{where}: a placement effect names a consumer "
+                                  f"({_CONSUMERS}), no cells, counters or persists")
+        effects.append(Effect(_listed(e["at"]), e["host"], -1 if "lacks" in e else 1,
+                              flavor, cells, bool(e.get("counters", True)), consumer,
+                              consumer is not None or bool(e.get("persists", False))))
     expects = []
     for x in c.get("expect", []):
         if set(x) != _EXPECT_KEYS:
@@ -198,8 +221,9 @@ def _cause(c: dict, where: str) -> Cause:
         expects.append(Expect(_listed(x["at"]), x["check"], x["where"], _listed(x["seen"])))
     if not effects and not expects:
         raise InvalidScenario(f"{where}: a cause needs an effect or an expect")
-    if c["class"] == "transient" and any(e.cells for e in effects):
-        raise InvalidScenario(f"{where}: a transient cause changes counters only (no cells)")
+    if c["class"] == "transient" and any(e.cells or e.consumer for e in effects):
+        raise InvalidScenario(f"{where}: a transient cause changes counters only (no cells, "
+                              "no placement)")
     when = {k: _listed(v) for k, v in c["when"].items()}
     return Cause(c["name"], c["class"], c["title"], c.get("bug", ""), c.get("nova", ""),
                  _listed(c.get("fault", ["periodic", "split*"])), _listed(c.get("scenario", "*")),
@@ -298,15 +322,17 @@ def residual(cp, subset: tuple, scenario) -> list:
     if not effects or cp.evidence is None:
         return [f for f in cp.findings if _from_views(f)] + left
     ev = cp.evidence
-    snap = copy.deepcopy(ev.snap)
+    snap, after = copy.deepcopy(ev.snap), copy.deepcopy(ev.after)
     for b, e in effects:
         if not _undo(snap, ev, b, e, scenario):
             return list(cp.findings)  # the effect names a host this move has not
+        if after is not None and e.persists:
+            _undo(after, ev, b, e, scenario)
     ctx = ev.context(snap)
     again = [f for name in LEDGER_CHECKS for f in checks.CHECKS[name](ctx)]
-    if ev.after is not None:
+    if after is not None:
         again += [checks.Finding("convergence", f"periodic changed {path}", old, new)
-                  for path, old, new in checks.diff_snapshots(snap, ev.after)]
+                  for path, old, new in checks.diff_snapshots(snap, after)]
     return again + left
 
 
@@ -339,14 +365,18 @@ def flavors_of(scenario, server: str) -> dict:
     return {"old": old, "new": new}
 
 
-def _undo(snap: dict, ev, b: Bound, e: TrackerEffect, scenario) -> bool:
+def _undo(snap: dict, ev, b: Bound, e: Effect, scenario) -> bool:
     """Give ``e``'s host back what the effect took (or take what it added). False: no such host."""
     host = b.hosts.get(e.host)
     if host is None or host not in snap["rt"]:
         return False
+    flavor = flavors_of(scenario, b.server)[e.flavor]
+    if e.consumer is not None:
+        _undo_allocation(snap["placement"], f"{b.server} {e.consumer}", host,
+                         -e.sign, placement_resources(flavor))
+        return True
     view = snap["rt"][host]
     sign = -e.sign  # undoing
-    flavor = flavors_of(scenario, b.server)[e.flavor]
     if e.counters:
         view["vcpus_used"] += sign * flavor.vcpus
         view["memory_mb_used"] += sign * flavor.memory_mb
@@ -370,6 +400,23 @@ def _undo(snap: dict, ev, b: Bound, e: TrackerEffect, scenario) -> bool:
         for key in ("small_pages", "memory_mb", "shared"):
             cell[key] += sign * c[key]
     return True
+
+
+def _undo_allocation(view: dict, consumer: str, host: str, sign: int, resources: dict) -> None:
+    """Add (``sign`` +1) or take ``resources`` to ``consumer``'s allocation on ``host``
+    and to the host's provider usages (a consumer the view did not read: usages only)."""
+    def shift(amounts: dict) -> dict:
+        out = collections.Counter(amounts)
+        for rc, n in resources.items():
+            out[rc] += sign * n
+        return {rc: n for rc, n in sorted(out.items()) if n}
+    allocations = view["allocations"].get(consumer)
+    if allocations is not None:
+        allocations[host] = shift(allocations.get(host, {}))
+        if not allocations[host]:
+            del allocations[host]
+        view["allocations"][consumer] = dict(sorted(allocations.items()))
+    view["usages"][host] = shift(view["usages"].get(host, {}))
 
 
 def describe(cause: Cause) -> str:

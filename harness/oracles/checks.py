@@ -45,7 +45,7 @@ class CheckContext:
     exact_cells: bool      # domains settled: RT cells must equal defined domains
     reserved_mb: int
     log_text: str
-    chosen: dict = dataclasses.field(default_factory=dict)  # server -> {"old"/"new": cells} seen last
+    chosen: dict = dataclasses.field(default_factory=dict)  # server -> {"current"/"old"/"new": cells} seen last
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ def at_point(cloud, host: str, allocations: bool = False) -> dict:
     Per server: the role of ``host`` in its move (``runs_on``), the host
     names behind the roles (``hosts``), the instance (its host and node, vm
     and task state, whether its migration context and old/new flavors are
-    set), its newest migration (type, status, source and dest), and whether
+    set, which of the move's NUMA topologies it has), its newest migration (type, status, source and dest), and whether
     ``host``'s tracker tracks that migration and the instance. With
     ``allocations`` (a restart: which step's writes are done), also where
     placement holds the instance's and the migration's allocations, as roles.
@@ -45,14 +45,15 @@ def _server_facts(cloud, uuid: str, host: str, allocations: bool = False) -> dic
     ctx = context.get_admin_context()
     try:
         inst = objects.Instance.get_by_uuid(
-            ctx, uuid, expected_attrs=["migration_context", "flavor"])
+            ctx, uuid, expected_attrs=["migration_context", "flavor", "numa_topology"])
     except exception.InstanceNotFound:
         return {"deleted": True}
     migrations = objects.MigrationList.get_by_filters(ctx, {"instance_uuid": uuid})
     migration = max(migrations, key=lambda m: m.id) if len(migrations) else None
     roles = {}
     if migration is not None:  # a same-host move: the one host is its source
-        roles = {migration.dest_compute: "dest", migration.source_compute: "source"}
+        dest = migration.dest_compute or _picked(cloud, uuid, migration)
+        roles = {dest: "dest", migration.source_compute: "source"}
     tracker = cloud.compute(host).rt
     facts = {
         "runs_on": _role(roles, host),
@@ -63,6 +64,7 @@ def _server_facts(cloud, uuid: str, host: str, allocations: bool = False) -> dic
             "migration_context": inst.migration_context is not None,
             "old_flavor": inst.old_flavor is not None,
             "new_flavor": inst.new_flavor is not None,
+            "topology": _which_topology(inst),
         },
         "migration": None if migration is None else {
             "type": migration.migration_type, "status": migration.status,
@@ -81,10 +83,36 @@ def _server_facts(cloud, uuid: str, host: str, allocations: bool = False) -> dic
     return facts
 
 
-def _held_on(cloud, consumer, roles: dict) -> list:
-    """The roles of the hosts whose providers hold ``consumer``'s allocation."""
-    if consumer is None:
-        return []
+def _which_topology(inst) -> str | None:
+    """Which of its move's NUMA topologies the instance's own is: ``old``, ``new``
+    (``old+new`` when they pin alike), None without a migration context or topology."""
+    from harness.oracles.views import guest_cells
+    mc, mine = inst.migration_context, guest_cells(inst.numa_topology)
+    if mc is None or not mine:
+        return None
+    same = [name for name, topology in (("old", mc.old_numa_topology),
+                                        ("new", mc.new_numa_topology))
+            if guest_cells(topology) == mine]
+    return "+".join(same) or "neither"
+
+
+def _picked(cloud, uuid: str, migration) -> str | None:
+    """Before the destination's claim names it in the migration: the host the
+    scheduler picked, which holds the instance's allocation (the conductor moved
+    the source's to the migration)."""
+    others = [h for h in _providers(cloud, uuid) if h != migration.source_compute]
+    return others[0] if len(others) == 1 else None
+
+
+def _held_on(cloud, consumer, roles: dict) -> str | None:
+    """The roles of the hosts whose providers hold ``consumer``'s allocation
+    (``"source+dest"``), None if none does."""
+    held = _providers(cloud, consumer) if consumer else []
+    return "+".join(sorted(_role(roles, host) for host in held)) or None
+
+
+def _providers(cloud, consumer: str) -> list:
+    """The hosts whose providers hold ``consumer``'s allocation."""
     names = {cloud.rp_uuid(h.name): h.name for h in cloud.scenario.hosts}
     body = cloud.env.placement.get(f"/allocations/{consumer}", version="1.28").body
-    return sorted(_role(roles, names.get(rp, rp)) for rp in body["allocations"])
+    return [names.get(rp, rp) for rp in body["allocations"]]

@@ -66,7 +66,7 @@ def truth_view(cloud, host: str) -> dict:
     return {"running": _plain(conn.ground_truth()), "defined": _plain(conn.defined_claims())}
 
 
-def _guest_cells(topology) -> list:
+def guest_cells(topology) -> list:
     """An InstanceNUMATopology as what its guest holds in each host cell (the RT view's terms)."""
     if topology is None:
         return []
@@ -101,9 +101,9 @@ def topology_view(cloud) -> dict:
         except exception.InstanceNotFound:  # deleted: it holds nothing
             continue
         mc = inst.migration_context
-        out[server] = {"current": _guest_cells(inst.numa_topology),
-                       "old": _guest_cells(mc.old_numa_topology) if mc else None,
-                       "new": _guest_cells(mc.new_numa_topology) if mc else None}
+        out[server] = {"current": guest_cells(inst.numa_topology),
+                       "old": guest_cells(mc.old_numa_topology) if mc else None,
+                       "new": guest_cells(mc.new_numa_topology) if mc else None}
     return out
 
 
