@@ -51,6 +51,10 @@ def build_parser():
     sp.add_argument("--samples", nargs="+", metavar="REPORT",
                     help="print the samples file `known` runs (scenarios/cause-samples.toml): "
                     "each cause's clearest item per scenario in these JSON reports")
+    sp.add_argument("--suggest", metavar="ITEM",
+                    help="run one item and propose, per checkpoint, the fewest effects that "
+                    "explain its findings (a draft for a new cause's `effect`, to review)")
+    sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_causes)
     sp = sub.add_parser("points", help="list the yield points of a scenario's window")
     sp.add_argument("scenario")

@@ -46,6 +46,8 @@ def cmd_causes(args) -> int:
     """Every root cause: its name (for ``--fixed``), class, condition, effect and bug.
     With ``--samples REPORT...``: the samples file ``known`` runs, from those reports."""
     from harness.oracles import causes
+    if args.suggest:
+        return _suggest(args.suggest, args)
     if args.samples:
         from harness.front import by_cause
         records = []
@@ -64,6 +66,28 @@ def cmd_causes(args) -> int:
                   file=console.OUT)
         if c.bug:
             print(f"    bug: {c.bug}", file=console.OUT)
+    return EXIT_OK
+
+
+def _suggest(item_id: str, args) -> int:
+    """Run one item; print its state and, per checkpoint, a draft of the effects."""
+    import json
+
+    from harness.execute import campaign
+    from harness.oracles import suggest
+    item, scen, traces = validated_item(item_id, args)
+    result = campaign.run_item(item, traces)
+    print(f"item {item.id}: {result.verdict}", file=console.OUT)
+    for role, per_server in sorted(result.state.items()):
+        print(f"state where the fault struck ({role}):", file=console.OUT)
+        for server, facts in sorted(per_server.items()):
+            print(f"    {server}: {json.dumps(facts, sort_keys=True)}", file=console.OUT)
+    for name, chosen, left in suggest.suggest(result.checkpoints, result.state, scen):
+        print(f"checkpoint {name}:", file=console.OUT)
+        for server, effect in chosen:
+            print(f"    {suggest.toml_line(name, effect)}  # {server}", file=console.OUT)
+        for f in left:
+            print(f"    left (an expect?): {f.line()}", file=console.OUT)
     return EXIT_OK
 
 
