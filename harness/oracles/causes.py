@@ -44,7 +44,9 @@ CLASSES = ("hard", "transient")
 LEDGER_CHECKS = ("rt", "truth", "placement")
 _KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
          "expect", "why"}
-_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters", "consumer", "persists"}
+_EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters", "consumer", "persists",
+                "domain"}
+_DOMAINS = ("defined", "running")
 _CONSUMERS = ("instance", "migration")
 _EXPECT_KEYS = {"at", "check", "where", "seen"}
 _TOPOLOGIES = ("current", "old", "new")
@@ -64,12 +66,16 @@ class Effect:
     counters: bool = True  # False: the cells only (the legacy counters are right)
     consumer: str | None = None  # instance | migration: a placement allocation
     persists: bool = False  # the convergence periodic leaves it (placement's always do)
+    domain: str | None = None  # defined | running: a domain of the server on the host
 
     def describe(self) -> str:
         verb = "lacks" if self.sign < 0 else "counts"
         if self.consumer:
             return (f"placement {verb} the {self.consumer}'s allocation of the {self.flavor} "
                     f"flavor on {self.host}")
+        if self.domain:
+            return (f"{self.host}'s libvirt {verb} a {self.domain} domain of the server with "
+                    f"the {self.cells} cells")
         what = (f"{verb} the {self.flavor} flavor" + ("" if self.counters else "'s cells only")
                 + (f" with the {self.cells} cells" if self.cells and self.counters
                    else f" ({self.cells})" if self.cells else ""))
@@ -211,9 +217,15 @@ def _cause(c: dict, where: str) -> Cause:
                                      or "counters" in e or "persists" in e):
             raise InvalidScenario(f"{where}: a placement effect names a consumer "
                                   f"({_CONSUMERS}), no cells, counters or persists")
+        domain = e.get("domain")
+        if domain is not None and (domain not in _DOMAINS or cells is None or consumer
+                                   or "counters" in e or "persists" in e):
+            raise InvalidScenario(f"{where}: a domain effect ({_DOMAINS}) names its cells, "
+                                  "no consumer, counters or persists")
         effects.append(Effect(_listed(e["at"]), e["host"], -1 if "lacks" in e else 1,
-                              flavor, cells, bool(e.get("counters", True)), consumer,
-                              consumer is not None or bool(e.get("persists", False))))
+                              flavor, cells, bool(e.get("counters", True)) and not domain,
+                              consumer, consumer is not None or domain is not None
+                              or bool(e.get("persists", False)), domain))
     expects = []
     for x in c.get("expect", []):
         if set(x) != _EXPECT_KEYS:
@@ -221,7 +233,7 @@ def _cause(c: dict, where: str) -> Cause:
         expects.append(Expect(_listed(x["at"]), x["check"], x["where"], _listed(x["seen"])))
     if not effects and not expects:
         raise InvalidScenario(f"{where}: a cause needs an effect or an expect")
-    if c["class"] == "transient" and any(e.cells or e.consumer for e in effects):
+    if c["class"] == "transient" and any(e.cells or e.consumer or e.domain for e in effects):
         raise InvalidScenario(f"{where}: a transient cause changes counters only (no cells, "
                               "no placement)")
     when = {k: _listed(v) for k, v in c["when"].items()}
@@ -375,17 +387,26 @@ def _undo(snap: dict, ev, b: Bound, e: Effect, scenario) -> bool:
         _undo_allocation(snap["placement"], f"{b.server} {e.consumer}", host,
                          -e.sign, placement_resources(flavor))
         return True
-    view = snap["rt"][host]
     sign = -e.sign  # undoing
+    numa = snap["numa"].get(b.server) or {}
+    cells = (numa.get(e.cells) or ev.chosen.get(b.server, {}).get(e.cells) or []) if e.cells else []
+    if e.domain is not None:
+        truth = snap["truth"][host]
+        for kind in ("defined", "running") if e.domain == "running" else ("defined",):
+            _shift_cells(truth[kind], cells, sign)
+        return True
+    view = snap["rt"][host]
     if e.counters:
         view["vcpus_used"] += sign * flavor.vcpus
         view["memory_mb_used"] += sign * flavor.memory_mb
-    if e.cells is None:
-        return True
-    numa = snap["numa"].get(b.server) or {}
-    cells = numa.get(e.cells) or ev.chosen.get(b.server, {}).get(e.cells) or []
+    _shift_cells(view["cells"], cells, sign)
+    return True
+
+
+def _shift_cells(view: dict, cells: list, sign: int) -> None:
+    """Add (``sign`` +1) or take a guest's ``cells`` to a host's per-cell view."""
     for c in cells:
-        cell = view["cells"].get(c["cell"])
+        cell = view.get(c["cell"])
         if cell is None:  # Nova counts a guest cell only where the host has a cell of its id
             continue
         cpus = set(cell["cpus"])
@@ -399,7 +420,6 @@ def _undo(snap: dict, ev, b: Bound, e: Effect, scenario) -> bool:
         cell["pages"] = dict(sorted(cell["pages"].items()))
         for key in ("small_pages", "memory_mb", "shared"):
             cell[key] += sign * c[key]
-    return True
 
 
 def _undo_allocation(view: dict, consumer: str, host: str, sign: int, resources: dict) -> None:

@@ -5,7 +5,7 @@ an item's checkpoints (with the views they read) and the state its fault
 met, this searches the effect vocabulary of :mod:`harness.oracles.causes`
 -- which host's tracker lacks or counts which flavor, with which cells,
 kept or healed by the periodic; which consumer's allocation placement holds
-where -- for the fewest effects that, undone, leave nothing of the views'
+where; which host keeps a domain of the server -- for the fewest effects that, undone, leave nothing of the views'
 findings: greedily, one effect at a time, or two where one alone cannot
 help (a moved allocation is a lack here and a count there). What is left
 (a log line, a server state) is for ``expect``. The result is a proposal
@@ -25,6 +25,8 @@ def atoms(roles) -> list:
         for consumer in ("instance", "migration"):
             out.append(causes.Effect(("*",), host, sign, flavor, None, consumer=consumer,
                                      persists=True))
+        for cells, domain in itertools.product(("current", "old", "new"), ("defined", "running")):
+            out.append(causes.Effect(("*",), host, sign, flavor, cells, False, None, True, domain))
         for cells, counters, persists in itertools.product(
                 (None, "current", "old", "new"), (True, False), (False, True)):
             if cells is None and not counters:
@@ -93,6 +95,8 @@ def toml_line(checkpoint: str, effect) -> str:
     parts = [f'at = "{checkpoint}"', f'host = "{effect.host}"', f'{verb} = "{effect.flavor}"']
     if effect.consumer:
         parts.append(f'consumer = "{effect.consumer}"')
+    elif effect.domain:
+        parts += [f'cells = "{effect.cells}"', f'domain = "{effect.domain}"']
     else:
         if effect.cells:
             parts.append(f'cells = "{effect.cells}"')
