@@ -325,27 +325,29 @@ def _owner(chosen: tuple, checkpoint: str, finding) -> Cause:
 
 
 def residual(cp, subset: tuple, scenario) -> list:
-    """``cp``'s findings that the effects of ``subset`` (undone) do not account for."""
+    """``cp``'s findings that the effects of ``subset`` (undone) and its expects do not
+    account for. An expect may name a view's finding too (what the effects cannot state
+    exactly: a tracker holding none of a topology Nova never chose)."""
     from harness.oracles import checks
-    named = [f for f in cp.findings if not _from_views(f)]
-    left = [f for f in named
-            if not any(_matches(x, b, cp.name, f) for b in subset for x in b.cause.expects)]
     effects = [(b, e) for b in subset for e in b.cause.effects if _at(cp.name, e.at)]
+    named = [f for f in cp.findings if not _from_views(f)]
     if not effects or cp.evidence is None:
-        return [f for f in cp.findings if _from_views(f)] + left
-    ev = cp.evidence
-    snap, after = copy.deepcopy(ev.snap), copy.deepcopy(ev.after)
-    for b, e in effects:
-        if not _undo(snap, ev, b, e, scenario):
-            return list(cp.findings)  # the effect names a host this move has not
-        if after is not None and e.persists:
-            _undo(after, ev, b, e, scenario)
-    ctx = ev.context(snap)
-    again = [f for name in LEDGER_CHECKS for f in checks.CHECKS[name](ctx)]
-    if after is not None:
-        again += [checks.Finding("convergence", f"periodic changed {path}", old, new)
-                  for path, old, new in checks.diff_snapshots(snap, after)]
-    return again + left
+        seen = [f for f in cp.findings if _from_views(f)]
+    else:
+        ev = cp.evidence
+        snap, after = copy.deepcopy(ev.snap), copy.deepcopy(ev.after)
+        for b, e in effects:
+            if not _undo(snap, ev, b, e, scenario):
+                return list(cp.findings)  # the effect names a host this move has not
+            if after is not None and e.persists:
+                _undo(after, ev, b, e, scenario)
+        ctx = ev.context(snap)
+        seen = [f for name in LEDGER_CHECKS for f in checks.CHECKS[name](ctx)]
+        if after is not None:
+            seen += [checks.Finding("convergence", f"periodic changed {path}", old, new)
+                     for path, old, new in checks.diff_snapshots(snap, after)]
+    return [f for f in seen + named
+            if not any(_matches(x, b, cp.name, f) for b in subset for x in b.cause.expects)]
 
 
 def _from_views(finding) -> bool:

@@ -54,6 +54,7 @@ def _server_facts(cloud, uuid: str, host: str, allocations: bool = False) -> dic
     if migration is not None:  # a same-host move: the one host is its source
         dest = migration.dest_compute or _picked(cloud, uuid, migration)
         roles = {dest: "dest", migration.source_compute: "source"}
+        roles.pop(None, None)
     tracker = cloud.compute(host).rt
     facts = {
         "runs_on": _role(roles, host),
@@ -98,10 +99,14 @@ def _which_topology(inst) -> str | None:
 
 def _picked(cloud, uuid: str, migration) -> str | None:
     """Before the destination's claim names it in the migration: the host the
-    scheduler picked, which holds the instance's allocation (the conductor moved
-    the source's to the migration)."""
-    others = [h for h in _providers(cloud, uuid) if h != migration.source_compute]
-    return others[0] if len(others) == 1 else None
+    scheduler picked, which holds the instance's allocation once the conductor
+    moved the source's to the migration (the source itself for a same-host move)."""
+    held = _providers(cloud, uuid)
+    others = [h for h in held if h != migration.source_compute]
+    if len(others) == 1:
+        return others[0]
+    moved = held == [migration.source_compute] and _providers(cloud, migration.uuid)
+    return migration.source_compute if moved else None
 
 
 def _held_on(cloud, consumer, roles: dict) -> str | None:
