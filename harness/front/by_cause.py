@@ -138,14 +138,23 @@ def clearest(records: list, name: str) -> dict:
     return {scen: rid for scen, (_, rid) in sorted(best.items(), key=lambda kv: kv[1])}
 
 
-def samples_text(records: list, causes: list, sources: list) -> str:
-    """The samples file: for each cause, its clearest item per scenario (TOML)."""
-    lines = ["# One item per root cause and scenario, the clearest where it bit (written by",
-             "# `nova-chaos causes --samples REPORT.json...` from: " + ", ".join(sources) + ").",
+#: the sampled items per cause: its clearest in this many scenarios (the full campaign
+#: checks every other; CI runs these)
+PER_CAUSE = 3
+
+
+def samples_text(records: list, causes: list, sources: list, kept: dict | None = None) -> str:
+    """The samples file: for each cause, its clearest items (in up to :data:`PER_CAUSE`
+    scenarios, clearest first; TOML). A cause the records never show keeps ``kept``'s."""
+    lines = [f"# Up to {PER_CAUSE} items per root cause, its clearest where it bit, one per "
+             "scenario (written",
+             "# by `nova-chaos causes --samples REPORT.json...` from: " + ", ".join(sources)
+             + "; a cause those do not show keeps the samples it had).",
              "# `nova-chaos known` runs them: each must come out known, its cause biting.",
              "[samples]"]
     for cause in causes:
-        ids = list(clearest(records, cause.name).values())
+        ids = list(clearest(records, cause.name).values())[:PER_CAUSE] or (kept or {}).get(
+            cause.name, [])[:PER_CAUSE]
         if ids:
             lines.append(f"{cause.name} = [\n" + "".join(f"    {_quoted(i)},\n" for i in ids) + "]")
     return "\n".join(lines) + "\n"

@@ -49,11 +49,14 @@ def cmd_causes(args) -> int:
     if args.suggest:
         return _suggest(args.suggest, args)
     if args.samples:
+        from harness import scenario
         from harness.front import by_cause
         records = []
         for path in args.samples:
             records += _report(path)["items"]
-        text = by_cause.samples_text(records, causes.load(), [os.path.basename(p) for p in args.samples])
+        kept = by_cause.load_samples(os.path.join(scenario.SCENARIO_DIR, by_cause.SAMPLES_FILE))
+        text = by_cause.samples_text(records, causes.load(), [os.path.basename(p) for p in args.samples],
+                                     kept)
         print(text, end="", file=console.OUT)
         return EXIT_OK
     for c in causes.load():
