@@ -47,8 +47,7 @@ PHASE = Phase("after-restart", (Holding("host-a", "vm1", "instance", OLD),), {})
 
 def _checkpoint(snap):
     ctx = checks.CheckContext(None, PHASE, snap, True, 512, "", {})
-    cp = Checkpoint("after-restart", [f for n in causes.LEDGER_CHECKS
-                                      for f in checks.CHECKS[n](ctx)])
+    cp = Checkpoint("after-restart", checks.run_ledger(ctx))
     cp.evidence = checks.Evidence.of(ctx, None)
     return cp
 

@@ -33,6 +33,7 @@ import os
 
 from harness import files
 from harness.errors import InvalidScenario
+from harness.oracles import checks
 from harness.oracles.ledger import placement_resources
 from harness.scenario import SCENARIO_DIR
 
@@ -40,8 +41,6 @@ CAUSES_FILE = os.path.join(SCENARIO_DIR, "root-causes.toml")
 #: another causes file for this process and every process it starts
 CAUSES_ENV = "NOVA_CHAOS_CAUSES"
 CLASSES = ("hard", "transient")
-#: the checks that read the views a checkpoint kept (the rest are named as they show)
-LEDGER_CHECKS = ("rt", "truth", "placement")
 _KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
          "expect", "why"}
 _EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters", "consumer", "persists",
@@ -328,7 +327,6 @@ def residual(cp, subset: tuple, scenario) -> list:
     """``cp``'s findings that the effects of ``subset`` (undone) and its expects do not
     account for. An expect may name a view's finding too (what the effects cannot state
     exactly: a tracker holding none of a topology Nova never chose)."""
-    from harness.oracles import checks
     effects = [(b, e) for b in subset for e in b.cause.effects if _at(cp.name, e.at)]
     named = [f for f in cp.findings if not _from_views(f)]
     if not effects or cp.evidence is None:
@@ -342,7 +340,7 @@ def residual(cp, subset: tuple, scenario) -> list:
             if after is not None and e.persists:
                 _undo(after, ev, b, e, scenario)
         ctx = ev.context(snap)
-        seen = [f for name in LEDGER_CHECKS for f in checks.CHECKS[name](ctx)]
+        seen = checks.run_ledger(ctx)
         if after is not None:
             seen += [checks.Finding("convergence", f"periodic changed {path}", old, new)
                      for path, old, new in checks.diff_snapshots(snap, after)]
@@ -352,20 +350,19 @@ def residual(cp, subset: tuple, scenario) -> list:
 
 def _from_views(finding) -> bool:
     """Whether a finding comes from the views a checkpoint keeps (checked again there)."""
-    if finding.check in LEDGER_CHECKS:
+    if finding.check in checks.LEDGER:
         return True
     return finding.check == "convergence" and not finding.where.startswith("log lines")
 
 
 def _matches(x: Expect, b: Bound, checkpoint: str, finding) -> bool:
-    from harness.oracles.known import value_of
     if finding.check != x.check or not _at(checkpoint, x.at):
         return False
     try:
         where = x.where.format(server=b.server, **b.hosts)
     except (KeyError, IndexError):
         return False
-    value = value_of(finding)
+    value = checks.value_of(finding)
     return (fnmatch.fnmatchcase(finding.where, where)
             and any(fnmatch.fnmatchcase(value, s) for s in x.seen))
 

@@ -320,6 +320,36 @@ def with_cause(lines: list, i: int) -> str:
     return line
 
 
+_RAISED = re.compile(r"<- (\w+)")
+
+
+def value_of(finding) -> str:
+    """What a finding saw, as a known-findings entry names it.
+
+    ``repr(seen)``; for a convergence finding ``repr(before) -> repr(after)``
+    (the damage is the before); for a log finding (also one the convergence
+    periodic logged) the exceptions its lines
+    end in (``CPUPinningInvalid``), or ``no exception`` -- the log text
+    itself carries addresses and times. Works on a stored report's values
+    too (their repr is the text the report printed).
+    """
+    if finding.check == "logs" or (finding.check == "convergence"  # a periodic's log lines
+                                    and finding.where.startswith("log lines matching")):
+        return ", ".join(sorted(set(_RAISED.findall(repr(finding.seen))))) or "no exception"
+    if finding.check == "convergence":
+        return f"{finding.expected!r} -> {finding.seen!r}"
+    return repr(finding.seen)
+
+
+#: the checks that compare a checkpoint's views with its ledger (what a root cause's
+#: effect is undone on and checked again; the rest are named as they show)
+LEDGER = ("rt", "truth", "placement")
+
+
+def run_ledger(ctx) -> list:
+    return [f for name in LEDGER for f in CHECKS[name](ctx)]
+
+
 def run_all(ctx) -> list:
     out = []
     for name in CHECKS:

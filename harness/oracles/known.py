@@ -16,6 +16,7 @@ import re
 
 from harness import files
 from harness.errors import InvalidScenario
+from harness.oracles.checks import value_of  # noqa: F401  (reports name values through here)
 from harness.explore import faults
 from harness.scenario import SCENARIO_DIR
 from harness.explore.tracer import DEFAULT_WINDOW
@@ -109,27 +110,6 @@ def stored_finding(record: dict):
     from harness.oracles.checks import Finding
     return Finding(record["check"], record["where"], _Shown(record["expected"]),
                    _Shown(record["seen"]))
-
-
-_CAUSE = re.compile(r"<- (\w+)")
-
-
-def value_of(finding) -> str:
-    """What a finding saw, as a known-findings entry names it.
-
-    ``repr(seen)``; for a convergence finding ``repr(before) -> repr(after)``
-    (the damage is the before); for a log finding (also one the convergence
-    periodic logged) the exceptions its lines
-    end in (``CPUPinningInvalid``), or ``no exception`` -- the log text
-    itself carries addresses and times. Works on a stored report's values
-    too (their repr is the text the report printed).
-    """
-    if finding.check == "logs" or (finding.check == "convergence"  # a periodic's log lines
-                                    and finding.where.startswith("log lines matching")):
-        return ", ".join(sorted(set(_CAUSE.findall(repr(finding.seen))))) or "no exception"
-    if finding.check == "convergence":
-        return f"{finding.expected!r} -> {finding.seen!r}"
-    return repr(finding.seen)
 
 
 def load(path: str | None = None) -> list:

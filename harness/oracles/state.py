@@ -34,7 +34,8 @@ def at_point(cloud, host: str, allocations: bool = False) -> dict:
     set, which of the move's NUMA topologies it has), its newest migration (type, status, source and dest), and whether
     ``host``'s tracker tracks that migration and the instance. With
     ``allocations`` (a restart: which step's writes are done), also where
-    placement holds the instance's and the migration's allocations, as roles.
+    placement holds the instance's and the migration's allocations, and where
+    the fake hosts define and run its domain (``guest``), as roles.
     """
     return {server: _server_facts(cloud, uuid, host, allocations)
             for server, uuid in sorted(cloud.servers.items())}
@@ -81,7 +82,20 @@ def _server_facts(cloud, uuid: str, host: str, allocations: bool = False) -> dic
         consumers = {"instance": uuid, "migration": migration.uuid if migration else None}
         facts["allocations"] = {kind: _held_on(cloud, consumer, roles)
                                 for kind, consumer in consumers.items()}
+        facts["guest"] = _guest(cloud, inst.name, roles)
     return facts
+
+
+def _guest(cloud, name: str, roles: dict) -> dict:
+    """Where the fake hosts define and run the instance's domain, as roles."""
+    where: dict = {"defined": [], "running": []}
+    for host in cloud.scenario.hosts:
+        held = cloud.libvirt_host(host.name).state()
+        if name in held["domains"]:
+            where["defined"].append(_role(roles, host.name))
+        if name in held["running"]:
+            where["running"].append(_role(roles, host.name))
+    return {k: "+".join(sorted(v)) or None for k, v in where.items()}
 
 
 def _which_topology(inst) -> str | None:
