@@ -83,6 +83,7 @@ def test_a_source_killed_while_sending_leaves_the_move_half_done_in_fork_and_fre
                 "'set (migration 1)'") in findings, findings
         assert any(f[:3] == ("after-delete", "placement", "host-a provider usages")
                    for f in findings), findings
-        seen[mode] = (item["verdict"], sorted(findings))
+        seen[mode] = (item["verdict"], sorted(findings), item["causes"]["bit"])
     assert seen["fork"] == seen["fresh"]
-    assert seen["fork"][0] == "known"  # the reviewed entries (1836369), value for value
+    # the reviewed root cause (1836369), value for value
+    assert seen["fork"][0] == "known" and seen["fork"][2] == ["restart-source-in-resize-instance"]
