@@ -134,3 +134,17 @@ def test_a_malformed_effect_is_one_line(tmp_path, effect, says):
     with pytest.raises(InvalidScenario, match=says) as exc:
         causes.load(str(path))
     assert "\n" not in str(exc.value)
+
+
+def test_the_suggester_finds_the_effect_a_reviewer_would_write():
+    """An orphaned migration allocation: `causes --suggest` proposes exactly that effect."""
+    from harness.oracles import suggest
+    snap = _snap()
+    snap["placement"]["allocations"]["vm1 migration"] = {"host-a": placement_resources(OLD)}
+    for rc, n in placement_resources(OLD).items():
+        snap["placement"]["usages"]["host-a"][rc] += n
+    cp = _checkpoint(snap)
+    chosen, left = suggest.for_checkpoint(cp, {"vm1": {"source": "host-a", "dest": "host-b"}}, SCEN)
+    assert left == []
+    assert [(server, suggest.toml_line("after-delete", e)) for server, e in chosen] == [
+        ("vm1", '{ at = "after-delete", host = "source", counts = "old", consumer = "migration" },')]
