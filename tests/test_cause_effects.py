@@ -42,6 +42,15 @@ def _snap():
                           "usages": {"host-a": dict(resources), "host-b": {}}}}
 
 
+def _orphaned():
+    """The migration's allocation (old flavor) left on host-a: the restart's orphan."""
+    snap = _snap()
+    snap["placement"]["allocations"]["vm1 migration"] = {"host-a": placement_resources(OLD)}
+    for rc, n in placement_resources(OLD).items():
+        snap["placement"]["usages"]["host-a"][rc] += n
+    return snap
+
+
 PHASE = Phase("after-restart", (Holding("host-a", "vm1", "instance", OLD),), {})
 
 
@@ -67,11 +76,7 @@ def test_the_views_as_the_ledger_says_give_no_findings():
 
 
 def test_an_orphaned_allocation_is_a_placement_effect_with_the_exact_flavor():
-    snap = _snap()
-    snap["placement"]["allocations"]["vm1 migration"] = {"host-a": placement_resources(OLD)}
-    for rc, n in placement_resources(OLD).items():
-        snap["placement"]["usages"]["host-a"][rc] += n
-    cp = _checkpoint(snap)
+    cp = _checkpoint(_orphaned())
     assert {f.where for f in cp.findings} == {"allocations of vm1 migration",
                                               "host-a provider usages"}
     right = _bound(_effect("source", 1, "old", consumer="migration", persists=True))
@@ -139,11 +144,7 @@ def test_a_malformed_effect_is_one_line(tmp_path, effect, says):
 def test_the_suggester_finds_the_effect_a_reviewer_would_write():
     """An orphaned migration allocation: `causes --suggest` proposes exactly that effect."""
     from harness.oracles import suggest
-    snap = _snap()
-    snap["placement"]["allocations"]["vm1 migration"] = {"host-a": placement_resources(OLD)}
-    for rc, n in placement_resources(OLD).items():
-        snap["placement"]["usages"]["host-a"][rc] += n
-    cp = _checkpoint(snap)
+    cp = _checkpoint(_orphaned())
     chosen, left = suggest.for_checkpoint(cp, {"vm1": {"source": "host-a", "dest": "host-b"}}, SCEN)
     assert left == []
     assert [(server, suggest.toml_line("after-delete", e)) for server, e in chosen] == [
