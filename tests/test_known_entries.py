@@ -35,5 +35,5 @@ def test_a_cause_whose_effect_moved_is_stale(tmp_path):
                env={"NOVA_CHAOS_CAUSES": str(path)})
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "STALE root cause dest-counts-old-flavor: fail, causes bit: none" in proc.stdout
-    assert "transient finding at" in proc.stdout and "vcpus_used" in proc.stdout
+    assert "transient finding at" in proc.stdout and "memory_mb_used" in proc.stdout
     assert "ok    root cause revert-gap-source" in proc.stdout
