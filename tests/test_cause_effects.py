@@ -122,6 +122,32 @@ def test_undoing_leaves_the_evidence_as_it_was():
     assert cp.evidence.snap == before
 
 
+def test_parts_name_which_holdings_of_the_cells_an_effect_moves():
+    """A destination's tracker left with a guest's pins but not its memory and pages
+    (the delete freed another topology's, clamped at zero): only ``parts = cpus`` says it."""
+    snap = _snap()
+    snap["rt"]["host-b"]["cells"][1] = _cell([6, 7])
+    cp = _checkpoint(snap)
+    assert cp.findings
+    pins = _effect("dest", 1, "old", cells="current", counters=False, parts=("cpus",))
+    assert causes.residual(cp, (_bound(pins),), SCEN) == []
+    whole = _effect("dest", 1, "old", cells="current", counters=False)
+    left = causes.residual(cp, (_bound(whole),), SCEN)
+    assert left and not any("pinned" in f.where for f in left)  # memory and pages now short
+
+
+def test_an_effect_of_another_layout_explains_nothing_here():
+    snap = _snap()
+    snap["rt"]["host-b"]["cells"][1] = _cell([6, 7])
+    cp = _checkpoint(snap)
+    elsewhere = _effect("dest", 1, "old", cells="current", counters=False, parts=("cpus",),
+                        scenarios=("numa-spanning",))
+    assert causes.residual(cp, (_bound(elsewhere),), SCEN) == cp.findings
+    not_here = _effect("dest", 1, "old", cells="current", counters=False, parts=("cpus",),
+                       scenarios=("!pinned-hugepages",))
+    assert causes.residual(cp, (_bound(not_here),), SCEN) == cp.findings
+
+
 @pytest.mark.parametrize("effect, says", [
     ('{ at = "x", host = "source", counts = "old", consumer = "migration", cells = "old" }',
      "a placement effect names a consumer"),
@@ -131,6 +157,10 @@ def test_undoing_leaves_the_evidence_as_it_was():
      "a domain effect"),
     ('{ at = "x", host = "source", counts = "old", cells = "old", domain = "paused" }',
      "a domain effect"),
+    ('{ at = "x", host = "source", counts = "old", cells = "old", parts = "pins" }',
+     "parts name its cells' holdings"),
+    ('{ at = "x", host = "source", counts = "old", parts = "cpus" }',
+     "parts name its cells' holdings"),
 ])
 def test_a_malformed_effect_is_one_line(tmp_path, effect, says):
     path = tmp_path / "c.toml"

@@ -34,7 +34,7 @@ def assert_one_line_error(proc, *fragments):
     (["replay", "pinned-hugepages/p#1/source/confirm/window=sideways"], ["unknown window"]),
     (["run", "pinned-hugepages", "--timeout", "0"], ["--timeout must be a positive number"]),
     (["run", "pinned-hugepages", "--timeout", "soon"], ["not a number of seconds: 'soon'"]),
-    (["rejudge", "r.json", "--known", "/no/known.toml"], ["known-findings file /no/known.toml does not exist"]),
+    (["rejudge", "r.json", "--known", "/no/known.toml"], ["point-list file /no/known.toml does not exist"]),
     (["run", "pinned-hugepages", "--resume"], ["--resume needs --json FILE"]),
 ])
 def test_bad_input_before_nova_loads(args, fragments):

@@ -6,7 +6,7 @@ task_state None; a destination periodic there counts the evacuation's
 migration only because rebuild task states are "resizing". Measured over
 both windows (83 items): the mutation is caught at the 42 points from the
 claim through that save and nowhere else (the five after it are the
-known finding clean Nova has there, see scenarios/known-findings.toml).
+root causes clean Nova has there, see scenarios/root-causes.toml).
 """
 import tomllib
 

@@ -1,8 +1,7 @@
 """Every root cause still reproduces, value for value.
 
 Its clearest items, in up to three scenarios (``scenarios/cause-samples.toml``;
-the full campaign checks the rest), and per point-list entry in
-``scenarios/known-findings.toml`` (none today) the first item it applies to. A Nova that stopped doing what a
+the full campaign checks the rest). A Nova that stopped doing what a
 cause says, or does it with another value, fails here in CI -- not only in
 the hours-long full campaign.
 """

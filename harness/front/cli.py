@@ -136,13 +136,13 @@ def build_parser():
     sp.add_argument("--out", help="write it here (default: print it)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_report)
-    sp = sub.add_parser("rejudge", help="judge a JSON report again against the known-findings "
-                        "file (after reviewing findings); runs nothing")
+    sp = sub.add_parser("rejudge", help="judge a JSON report again against today's root causes "
+                        "(after reviewing findings); runs nothing")
     sp.add_argument("report", help="a report written by 'run --json'")
-    sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
+    sp.add_argument("--known", help="also a point-list file of known findings (none shipped)")
     sp.add_argument("--json", help="write the re-judged report here")
     sp.add_argument("--propose", action="store_true",
-                    help="print known-findings entries (TOML) covering exactly the failing "
+                    help="print point-list entries (TOML) covering exactly the failing "
                     "items, for a reviewer to check, explain and paste")
     sp.set_defaults(fn=commands.cmd_rejudge)
     sp = sub.add_parser("merge", help="join the JSON reports of a run's shards (run --shard K/N) "
@@ -156,11 +156,11 @@ def build_parser():
     sp.add_argument("report", help="a JSON report")
     sp.add_argument("--out", help="where to write it (default: the report's name, .html)")
     sp.set_defaults(fn=commands.cmd_html)
-    sp = sub.add_parser("known", help="check that every known-findings entry still "
-                        "reproduces, on one sampled item each")
-    sp.add_argument("--known", help="a known-findings file (default: scenarios/known-findings.toml)")
+    sp = sub.add_parser("known", help="check that every root cause still reproduces, on its "
+                        "sampled items (scenarios/cause-samples.toml)")
+    sp.add_argument("--known", help="also a point-list file of known findings (none shipped)")
     sp.add_argument("--jobs", default="auto", help="items at a time, or 'auto' (one per core)")
-    sp.add_argument("--scenario", help="only the entries whose sampled item is in this scenario")
+    sp.add_argument("--scenario", help="only the samples in this scenario")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_known)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase: the "

@@ -188,7 +188,7 @@ def cmd_replay(args) -> int:
 
 
 def cmd_rejudge(args) -> int:
-    """Judge a stored report again against today's known-findings file; nothing is rerun."""
+    """Judge a stored report again against today's root causes; nothing is rerun."""
     import collections
     import json
 
@@ -196,7 +196,7 @@ def cmd_rejudge(args) -> int:
     from harness.front import report
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
-        raise UsageError(f"known-findings file {args.known} does not exist")
+        raise UsageError(f"point-list file {args.known} does not exist")
     entries = known.load(args.known) if args.known else known.load()
     try:
         with open(args.report) as fh:
@@ -326,7 +326,7 @@ def cmd_known(args) -> int:
     from harness.explore.faults import DEFAULT_FAULT
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
-        raise UsageError(f"known-findings file {args.known} does not exist")
+        raise UsageError(f"point-list file {args.known} does not exist")
     if args.known:  # the sampled items are judged by it, in every process they run in
         os.environ[known.KNOWN_ENV] = os.path.abspath(args.known)
     entries = known.load()

@@ -44,7 +44,9 @@ CLASSES = ("hard", "transient")
 _KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
          "expect", "why"}
 _EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters", "consumer", "persists",
-                "domain"}
+                "domain", "parts", "scenario"}
+#: what of a guest's NUMA cells an effect may name (``parts``; default all of them)
+PARTS = ("cpus", "pages", "small_pages", "memory_mb", "shared")
 _DOMAINS = ("defined", "running")
 _CONSUMERS = ("instance", "migration")
 _EXPECT_KEYS = {"at", "check", "where", "seen"}
@@ -66,6 +68,11 @@ class Effect:
     consumer: str | None = None  # instance | migration: a placement allocation
     persists: bool = False  # the convergence periodic leaves it (placement's always do)
     domain: str | None = None  # defined | running: a domain of the server on the host
+    parts: tuple = PARTS  # which of the cells' holdings (pinned cpus, pages, memory...)
+    scenarios: tuple = ("*",)  # where it shows: a layout decides some effects' extent
+
+    def shows_in(self, scenario: str) -> bool:
+        return _scenario_in(scenario, self.scenarios)
 
     def describe(self) -> str:
         verb = "lacks" if self.sign < 0 else "counts"
@@ -75,7 +82,8 @@ class Effect:
         if self.domain:
             return (f"{self.host}'s libvirt {verb} a {self.domain} domain of the server with "
                     f"the {self.cells} cells")
-        what = (f"{verb} the {self.flavor} flavor" + ("" if self.counters else "'s cells only")
+        cells = "cells" if self.parts == PARTS else "cells' " + "/".join(self.parts)
+        what = (f"{verb} the {self.flavor} flavor" + ("" if self.counters else f"'s {cells} only")
                 + (f" with the {self.cells} cells" if self.cells and self.counters
                    else f" ({self.cells})" if self.cells else ""))
         return f"{self.host}'s tracker {what}" + (" (the periodic keeps it)" if self.persists
@@ -117,17 +125,21 @@ class Cause:
 
     def covers(self, item) -> bool:
         """Whether the item's fault and scenario are the cause's (a ``!glob`` excludes)."""
-        wanted = [s for s in self.scenarios if not s.startswith("!")] or ["*"]
         return (any(fnmatch.fnmatchcase(item.fault, f) for f in self.faults)
-                and any(fnmatch.fnmatchcase(item.scenario, s) for s in wanted)
-                and not any(fnmatch.fnmatchcase(item.scenario, s[1:])
-                            for s in self.scenarios if s.startswith("!")))
+                and _scenario_in(item.scenario, self.scenarios))
 
     def acts_at(self, checkpoint: str) -> bool:
         return any(_at(checkpoint, c.at) for c in (*self.effects, *self.expects))
 
 
 _MISSING = object()
+
+
+def _scenario_in(name: str, globs: tuple) -> bool:
+    """Whether globs (``!glob`` excludes; only exclusions: every other one) name a scenario."""
+    wanted = [s for s in globs if not s.startswith("!")] or ["*"]
+    return (any(fnmatch.fnmatchcase(name, s) for s in wanted)
+            and not any(fnmatch.fnmatchcase(name, s[1:]) for s in globs if s.startswith("!")))
 
 
 def _get(facts: dict, dotted: str):
@@ -221,10 +233,15 @@ def _cause(c: dict, where: str) -> Cause:
                                    or "counters" in e or "persists" in e):
             raise InvalidScenario(f"{where}: a domain effect ({_DOMAINS}) names its cells, "
                                   "no consumer, counters or persists")
+        parts = _listed(e.get("parts", list(PARTS)))
+        if set(parts) - set(PARTS) or ("parts" in e and cells is None):
+            raise InvalidScenario(f"{where}: an effect's parts name its cells' holdings {PARTS}")
         effects.append(Effect(_listed(e["at"]), e["host"], -1 if "lacks" in e else 1,
                               flavor, cells, bool(e.get("counters", True)) and not domain,
                               consumer, consumer is not None or domain is not None
-                              or bool(e.get("persists", False)), domain))
+                              or bool(e.get("persists", False)), domain,
+                              tuple(p for p in PARTS if p in parts),
+                              _listed(e.get("scenario", "*"))))
     expects = []
     for x in c.get("expect", []):
         if set(x) != _EXPECT_KEYS:
@@ -327,7 +344,8 @@ def residual(cp, subset: tuple, scenario) -> list:
     """``cp``'s findings that the effects of ``subset`` (undone) and its expects do not
     account for. An expect may name a view's finding too (what the effects cannot state
     exactly: a tracker holding none of a topology Nova never chose)."""
-    effects = [(b, e) for b in subset for e in b.cause.effects if _at(cp.name, e.at)]
+    effects = [(b, e) for b in subset for e in b.cause.effects
+               if _at(cp.name, e.at) and e.shows_in(scenario.name)]
     named = [f for f in cp.findings if not _from_views(f)]
     if not effects or cp.evidence is None:
         seen = [f for f in cp.findings if _from_views(f)]
@@ -392,25 +410,27 @@ def _undo(snap: dict, ev, b: Bound, e: Effect, scenario) -> bool:
     if e.domain is not None:
         truth = snap["truth"][host]
         for kind in ("defined", "running") if e.domain == "running" else ("defined",):
-            _shift_cells(truth[kind], cells, sign)
+            _shift_cells(truth[kind], cells, sign, e.parts)
         return True
     view = snap["rt"][host]
     if e.counters:
         view["vcpus_used"] += sign * flavor.vcpus
         view["memory_mb_used"] += sign * flavor.memory_mb
-    _shift_cells(view["cells"], cells, sign)
+    _shift_cells(view["cells"], cells, sign, e.parts)
     return True
 
 
-def _shift_cells(view: dict, cells: list, sign: int) -> None:
-    """Add (``sign`` +1) or take a guest's ``cells`` to a host's per-cell view."""
+def _shift_cells(view: dict, cells: list, sign: int, parts: tuple = PARTS) -> None:
+    """Add (``sign`` +1) or take a guest's ``cells`` (those ``parts`` of them) to a host's
+    per-cell view."""
     for c in cells:
         cell = view.get(c["cell"])
         if cell is None:  # Nova counts a guest cell only where the host has a cell of its id
             continue
-        cpus = set(cell["cpus"])
-        cell["cpus"] = sorted(cpus | set(c["cpus"]) if sign > 0 else cpus - set(c["cpus"]))
-        for size, n in c["pages"].items():
+        if "cpus" in parts:
+            cpus = set(cell["cpus"])
+            cell["cpus"] = sorted(cpus | set(c["cpus"]) if sign > 0 else cpus - set(c["cpus"]))
+        for size, n in c["pages"].items() if "pages" in parts else ():
             left = cell["pages"].get(size, 0) + sign * n
             if left:
                 cell["pages"][size] = left
@@ -418,7 +438,8 @@ def _shift_cells(view: dict, cells: list, sign: int) -> None:
                 cell["pages"].pop(size, None)
         cell["pages"] = dict(sorted(cell["pages"].items()))
         for key in ("small_pages", "memory_mb", "shared"):
-            cell[key] += sign * c[key]
+            if key in parts:
+                cell[key] += sign * c[key]
 
 
 def _undo_allocation(view: dict, consumer: str, host: str, sign: int, resources: dict) -> None:
