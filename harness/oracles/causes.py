@@ -86,8 +86,9 @@ class Effect:
         what = (f"{verb} the {self.flavor} flavor" + ("" if self.counters else f"'s {cells} only")
                 + (f" with the {self.cells} cells" if self.cells and self.counters
                    else f" ({self.cells})" if self.cells else ""))
-        return f"{self.host}'s tracker {what}" + (" (the periodic keeps it)" if self.persists
-                                                   else "")
+        return (f"{self.host}'s tracker {what}"
+                + (" (the periodic keeps it)" if self.persists else "")
+                + ("" if self.scenarios == ("*",) else f" on {', '.join(self.scenarios)}"))
 
 
 @dataclasses.dataclass(frozen=True)
