@@ -371,7 +371,8 @@ def cmd_known(args) -> int:
                                           else last(entries[k]) == only)]
         samples = {k: samples.get(k) for k in checked}
     todo = list(dict.fromkeys(i for i in samples.values() if i is not None))
-    print(f"{len(entries)} entries, {len(todo)} sampled items", file=sys.stderr)
+    if entries:
+        print(f"{len(entries)} entries, {len(todo)} sampled items", file=sys.stderr)
     results = {r.item: r for r in executor.run_items(
         todo, traces_by, jobs, args.backend, lambda r: None, None, executor.ITEM_TIMEOUT)}
     bad = 0
@@ -391,9 +392,9 @@ def cmd_known(args) -> int:
             print(f"    {item.replay_command()}", file=console.OUT)
         else:
             print(f"ok    {what}: known on {item.id}", file=console.OUT)
-    print(f"{n_causes - bad_causes} of {n_causes} root-cause samples and "
-          f"{len(checked) - bad} of {len(checked)} entries reproduce "
-          f"({len(todo)} items, {time.monotonic() - started:.0f}s)", file=console.OUT)
+    listed = f" and {len(checked) - bad} of {len(checked)} entries" if entries else ""
+    print(f"{n_causes - bad_causes} of {n_causes} root-cause samples{listed} reproduce "
+          f"({time.monotonic() - started:.0f}s)", file=console.OUT)
     return EXIT_FINDINGS if bad or bad_causes else EXIT_OK
 
 
