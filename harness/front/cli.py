@@ -136,6 +136,29 @@ def build_parser():
     sp.add_argument("--out", help="write it here (default: print it)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_report)
+    sp = sub.add_parser("prove", help="apply a Nova patch to a copy of the Nova under test, run "
+                        "the same campaign on both and compare per root cause")
+    sp.add_argument("patch", help="a patch against the Nova under test (git diff: a/nova/...)")
+    sp.add_argument("--fixed", action="append", metavar="CAUSE",
+                    help="a root cause the patch is meant to fix (repeatable)")
+    sp.add_argument("--scenario", action="append",
+                    help="scenarios to sweep (repeatable; default pinned-hugepages)")
+    sp.add_argument("--window", action="append", help="windows (default resize and lifecycle)")
+    sp.add_argument("--fault", default="periodic", help="the fault to inject (default periodic)")
+    sp.add_argument("--ending", action="append", help="endings (default: the scenario's)")
+    sp.add_argument("--point", action="append", help="only these point ids (default: every one)")
+    sp.add_argument("--target", action="append", help="source, dest or both (default: each)")
+    sp.add_argument("--jobs", default="auto", help="items at a time per campaign")
+    sp.add_argument("--recreate", action="append",
+                    help="a recreate test (Nova's style: it asserts the bug under a FIXME): "
+                    "must pass before the patch and fail after (a file or a dotted name)")
+    sp.add_argument("--test", action="append",
+                    help="a test that must pass after the patch (the recreate test's fixed "
+                    "form; a file or a dotted name; repeatable)")
+    sp.add_argument("--nova-tests", action="store_true",
+                    help="also run Nova's own tests for the area on the patched copy")
+    sp.add_argument("--out", help="where the campaigns' reports go (default reports/prove-NAME)")
+    sp.set_defaults(fn=upstream_commands.cmd_prove)
     sp = sub.add_parser("rejudge", help="judge a JSON report again against today's root causes "
                         "(after reviewing findings); runs nothing")
     sp.add_argument("report", help="a report written by 'run --json'")

@@ -94,3 +94,65 @@ def cmd_report(args) -> int:
     else:
         print(text, file=console.OUT)
     return EXIT_OK
+
+
+def cmd_prove(args) -> int:
+    """Apply a patch to a copy of the Nova under test, run the same campaign on both and
+    compare per root cause; run the given tests (and Nova's own, with --nova-tests) on both."""
+    from harness import scenario
+    from harness.front.console import EXIT_FINDINGS
+    from harness.oracles import causes
+    from harness.upstream import nova_tests, prove
+    known = {c.name for c in causes.load()}
+    for name in args.fixed or []:
+        if name not in known:
+            raise UsageError(f"unknown root cause {name!r} (see 'nova-chaos causes')")
+    names = [scenario.load(s).name for s in (args.scenario or ["pinned-hugepages"])]
+    run_args = [a for w in (args.window or ["resize", "lifecycle"]) for a in ("--window", w)]
+    run_args += ["--fault", args.fault, "--jobs", str(args.jobs)]
+    run_args += [a for e in args.ending or [] for a in ("--ending", e)]
+    run_args += [a for p in args.point or [] for a in ("--point", p)]
+    run_args += [a for t in args.target or [] for a in ("--target", t)]
+    out = os.path.abspath(args.out or os.path.join(
+        "reports", "prove-" + os.path.splitext(os.path.basename(args.patch))[0]))
+    os.makedirs(out, exist_ok=True)
+    with prove.PatchedNova(args.patch) as patched:
+        sides = {"before": ({}, os.environ.copy(), []), "after": ({}, patched.env(), args.fixed or [])}
+        for side, (results, env, fixed) in sides.items():
+            for name in names:
+                print(f"{side} the patch: {name} ...", file=console.OUT, flush=True)
+                results[name] = prove.campaign(
+                    name, run_args, os.path.join(out, f"{side}-{name}.json"),
+                    os.path.join(out, f"{side}-{name}.log"), env, fixed)
+        problems = []
+        for name in names:
+            before, after = sides["before"][0][name], sides["after"][0][name]
+            print(f"\n{name} ({after.items} items; reports in {out}):", file=console.OUT)
+            for line in prove.table(before, after, args.fixed or []):
+                print("  " + line, file=console.OUT)
+            problems += [f"{name}: {p}" for p in prove.verdict(before, after, args.fixed or [])]
+        for test, flips in [(t, True) for t in args.recreate or []] + [
+                (t, False) for t in args.test or []]:
+            was = nova_tests.run([test], env=os.environ.copy())
+            now = nova_tests.run([test], env=patched.env())
+            kind = "recreate test" if flips else "test"
+            print(f"\n{kind} {test}:\n  before: {was[1]}\n  after:  {now[1]}", file=console.OUT)
+            if flips and was[0]:
+                problems.append(f"recreate test {test} fails before the patch (it must pass "
+                                "on the buggy Nova)")
+            if flips and not now[0]:
+                problems.append(f"recreate test {test} still passes after the patch")
+            if not flips and now[0]:
+                problems.append(f"test {test} fails after the patch")
+        if args.nova_tests:
+            now = nova_tests.run(list(nova_tests.AREA), env=patched.env())
+            print(f"\nNova's tests for the area after the patch: {now[1]}", file=console.OUT)
+            if now[0]:
+                problems.append("Nova's own tests for the area fail after the patch")
+    print("", file=console.OUT)
+    for p in problems:
+        print(f"NOT PROVEN: {p}", file=console.OUT)
+    if not problems:
+        print(f"proven: {', '.join(args.fixed or []) or 'nothing targeted'}; nothing new bites",
+              file=console.OUT)
+    return EXIT_FINDINGS if problems else EXIT_OK

@@ -210,7 +210,7 @@ def wait_settled(test, server_id, what, timeout=60.0):
     return server
 
 
-def _api_paste_config():
+def api_paste_config():
     """Nova's api-paste.ini: beside the package in a tree, under the prefix from a wheel."""
     import nova
     tree = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(nova.__file__))), "etc")
@@ -295,7 +295,7 @@ class MoveTestBase(base.ServersTestBase):
     ADMIN_API = True
 
     def _setup_services(self):
-        paste = _api_paste_config()
+        paste = api_paste_config()
         if paste:
             self.flags(api_paste_config=paste, group="wsgi")
         super()._setup_services()

@@ -1,0 +1,41 @@
+"""``nova-chaos prove``: a Nova patch judged by the campaign on both Novas, per root cause.
+
+The shipped candidate fix for revert-gap-source (docs/upstream/fixes) must be
+proven at the window's first point -- the cause bit before, bites nowhere
+after, nothing new -- and the recreate test must flip: it passes on Nova 34
+and its fixed form passes only on the patched copy.
+"""
+import os
+
+from tests.conftest import ROOT, cli
+
+FIXES = os.path.join(ROOT, "docs", "upstream", "fixes")
+RECREATE = os.path.join(ROOT, "docs", "upstream", "recreate", "test_revert_gap_source.py")
+POINT = "dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1"
+
+
+def test_a_missing_or_foreign_patch_is_one_line(tmp_path):
+    proc = cli("prove", str(tmp_path / "none.patch"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "does not exist" in proc.stderr
+    bad = tmp_path / "bad.patch"
+    bad.write_text("--- a/nova/no_such_file.py\n+++ b/nova/no_such_file.py\n@@ -1 +1 @@\n-x\n+y\n")
+    proc = cli("prove", str(bad), "--scenario", "pinned-only")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "does not apply" in proc.stderr
+
+
+def test_the_revert_gap_fix_is_proven_and_its_test_flips(tmp_path):
+    proc = cli("prove", os.path.join(FIXES, "revert-gap-source.patch"),
+               "--fixed", "revert-gap-source", "--scenario", "pinned-only",
+               "--window", "lifecycle", "--ending", "revert", "--point", POINT,
+               "--target", "source", "--jobs", "1", "--out", str(tmp_path),
+               "--recreate", RECREATE,
+               "--test", os.path.join(FIXES, "test_revert_gap_source.py"), timeout=1200)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    assert "revert-gap-source       1      0" in out, out[-3000:]
+    recreate, fixed = out.split("test /")[1:3]
+    assert "before: 1 tests, 0 failures" in recreate and "after:  1 tests, 1 failures" in recreate
+    assert "before: 1 tests, 1 failures" in fixed and "after:  1 tests, 0 failures" in fixed
+    assert "proven: revert-gap-source; nothing new bites" in out
