@@ -179,3 +179,19 @@ def test_the_suggester_finds_the_effect_a_reviewer_would_write():
     assert left == []
     assert [(server, suggest.toml_line("after-delete", e)) for server, e in chosen] == [
         ("vm1", '{ at = "after-delete", host = "source", counts = "old", consumer = "migration" },')]
+
+
+def test_a_log_line_that_is_the_exception_is_named_by_it():
+    """The log check once said "no exception" where the log held exactly that exception
+    (a traceback's last line matched the pattern itself)."""
+    lines = ["2026-12-04 ERROR nova.compute.manager Error updating resources for node h.",
+             "Traceback (most recent call last):",
+             "    raise exception.CPUPinningInvalid(requested=list(cpus),",
+             "nova.exception.CPUPinningInvalid: CPU set to pin [1] must be a subset of [2]"]
+    assert checks.with_cause(lines, 3).endswith(" <- CPUPinningInvalid")
+    assert checks.with_cause(lines, 0).endswith(" <- CPUPinningInvalid: CPU set to pin [1] "
+                                                "must be a subset of [2]")
+    assert " <- " not in checks.with_cause(lines, 2)  # the traceback's source line
+    seen = [checks.with_cause(lines, i) for i in (2, 3)]
+    finding = checks.Finding("logs", "log lines matching 'CPUPinningInvalid'", [], seen)
+    assert checks.value_of(finding) == "CPUPinningInvalid"

@@ -3,7 +3,7 @@ shared): revert, with the resource tracker's periodic run on host-b at one call
 of the move.
 
 Mechanism (reviewed, nova-chaos root causes):
-    revert-gap-dest: revert: a destination periodic between the migration's 'reverted' and finish_revert_resize counts the leaving guest as its own, with the new flavor and the source's NUMA cells
+    revert-gap-dest: revert: a destination periodic between its dropping the claim (the migration 'reverted', the topology reverted) and the source's finish_revert_resize counts the leaving guest as its own, with the new flavor and the source's NUMA cells
 
 Bug: none found upstream; the destination face of revert-gap-source
 
@@ -212,7 +212,12 @@ def differences(expected, seen):
 
 
 def _causes(lines, i):
-    """The exception a traceback right under log line ``i`` ends in, if one does."""
+    """The exception log line ``i`` is (a traceback's last line), or the one a traceback
+    right under it ends in, if one does."""
+    raised = re.match(r"(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Invalid|Unknown|"
+                      r"Unsupported|NotSupported|NotFound|Failed|Timeout)): ", lines[i])
+    if raised:
+        return [raised.group(1)]
     if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
         last = next((line for line in lines[i + 2:] if not line.startswith(" ")), "")
         if last:
@@ -235,7 +240,7 @@ def wait_settled(test, server_id, what, timeout=60.0):
     return server
 
 
-def _api_paste_config():
+def api_paste_config():
     """Nova's api-paste.ini: beside the package in a tree, under the prefix from a wheel."""
     import nova
     tree = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(nova.__file__))), "etc")
@@ -320,7 +325,7 @@ class MoveTestBase(base.ServersTestBase):
     ADMIN_API = True
 
     def _setup_services(self):
-        paste = _api_paste_config()
+        paste = api_paste_config()
         if paste:
             self.flags(api_paste_config=paste, group="wsgi")
         super()._setup_services()

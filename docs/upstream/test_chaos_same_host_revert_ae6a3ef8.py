@@ -11,7 +11,7 @@ The point: source:API.get_instance_nw_info>lock.refresh_cache-<uuid>#1
   = call 1 of oslo_concurrency.lockutils.lock (refresh_cache-<uuid>) made by compute host-a, counted from the move's request on.
 
 What the harness saw (known):
-    after-injection@host-a: [logs] log lines matching 'CPUPinningInvalid': expected [], seen no exception
+    after-injection@host-a: [logs] log lines matching 'CPUPinningInvalid': expected [], seen CPUPinningInvalid
     after-injection@host-a: [logs] log lines matching 'Error updating resources for node': expected [], seen CPUPinningInvalid
     after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0
     after-revert: [rt] host-a hugepages used: expected {2048: 512}, seen {}
@@ -212,7 +212,12 @@ def differences(expected, seen):
 
 
 def _causes(lines, i):
-    """The exception a traceback right under log line ``i`` ends in, if one does."""
+    """The exception log line ``i`` is (a traceback's last line), or the one a traceback
+    right under it ends in, if one does."""
+    raised = re.match(r"(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Invalid|Unknown|"
+                      r"Unsupported|NotSupported|NotFound|Failed|Timeout)): ", lines[i])
+    if raised:
+        return [raised.group(1)]
     if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
         last = next((line for line in lines[i + 2:] if not line.startswith(" ")), "")
         if last:
@@ -235,7 +240,7 @@ def wait_settled(test, server_id, what, timeout=60.0):
     return server
 
 
-def _api_paste_config():
+def api_paste_config():
     """Nova's api-paste.ini: beside the package in a tree, under the prefix from a wheel."""
     import nova
     tree = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(nova.__file__))), "etc")
@@ -320,7 +325,7 @@ class MoveTestBase(base.ServersTestBase):
     ADMIN_API = True
 
     def _setup_services(self):
-        paste = _api_paste_config()
+        paste = api_paste_config()
         if paste:
             self.flags(api_paste_config=paste, group="wsgi")
         super()._setup_services()
@@ -489,7 +494,7 @@ HARNESS_SAW = [('after-injection@host-a',
   'logs',
   "log lines matching 'CPUPinningInvalid'",
   '[]',
-  'no exception'),
+  'CPUPinningInvalid'),
  ('after-injection@host-a',
   'logs',
   "log lines matching 'Error updating resources for node'",

@@ -304,6 +304,12 @@ def logs_clean(ctx) -> list:
     return out
 
 
+#: a traceback's last line, "nova.exception.CPUPinningInvalid: CPU set to pin ..." (a log
+#: record starts with its date, a traceback's source lines are indented)
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Invalid|Unknown|"
+                             r"Unsupported|NotSupported|NotFound|Failed|Timeout)): ")
+
+
 def with_cause(lines: list, i: int) -> str:
     """Line ``i``, followed by the exception its traceback ends in, if one follows.
 
@@ -312,6 +318,9 @@ def with_cause(lines: list, i: int) -> str:
     [5, 6] ...``) says why, and belongs in the evidence.
     """
     line = lines[i].strip()
+    raised = _EXCEPTION_LINE.match(lines[i])
+    if raised:  # the matching line is itself a traceback's last line: name it
+        return line + f" <- {raised.group(1)}"
     if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
         last = next((ln for ln in lines[i + 2:] if not ln.startswith(" ")), None)
         if last:

@@ -282,6 +282,10 @@ def index(exported: list, skipped: list = (), outcomes: dict | None = None) -> s
              "",
              "Each `.txt` beside a module is its upstream-ready bug text (`nova-chaos report ID`).",
              "",
+             "Hand-written alongside: `recreate/`, recreate tests in Nova's idiom (they pass on "
+             "the buggy Nova, asserting the bug under a `FIXME`), and `fixes/`, candidate fixes "
+             "with their fixed tests, proven by `nova-chaos prove` (see `fixes/README.md`).",
+             "",
              "| module | item | harness | on this Nova | mechanism |",
              "|---|---|---|---|---|"]
     for out in exported:

@@ -187,7 +187,12 @@ def differences(expected, seen):
 
 
 def _causes(lines, i):
-    """The exception a traceback right under log line ``i`` ends in, if one does."""
+    """The exception log line ``i`` is (a traceback's last line), or the one a traceback
+    right under it ends in, if one does."""
+    raised = re.match(r"(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Invalid|Unknown|"
+                      r"Unsupported|NotSupported|NotFound|Failed|Timeout)): ", lines[i])
+    if raised:
+        return [raised.group(1)]
     if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
         last = next((line for line in lines[i + 2:] if not line.startswith(" ")), "")
         if last:
