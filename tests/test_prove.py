@@ -39,3 +39,17 @@ def test_the_revert_gap_fix_is_proven_and_its_test_flips(tmp_path):
     assert "before: 1 tests, 0 failures" in recreate and "after:  1 tests, 1 failures" in recreate
     assert "before: 1 tests, 1 failures" in fixed and "after:  1 tests, 0 failures" in fixed
     assert "proven: revert-gap-source; nothing new bites" in out
+
+
+def test_the_verdict_names_what_keeps_a_patch_from_being_proven():
+    from harness.upstream.prove import Side, table, verdict
+    before = Side(1, {"gap": ["a", "b"], "other": ["c"]}, {"gap": 2}, ["x"], 5)
+    fixed = Side(0, {"other": ["c"]}, {"gap": 2}, ["x"], 5)
+    assert verdict(before, fixed, ["gap"]) == []
+    assert "gap              2      0  (2)  <- fixed" in "\n".join(table(before, fixed, ["gap"]))
+    still = Side(1, {"gap": ["b"]}, {"gap": 2}, ["x", "y"], 5)
+    assert verdict(before, still, ["gap"]) == [
+        "gap still bites after the patch in 1 items, e.g. b",
+        "1 items fail after the patch and not before, e.g. y"]
+    assert verdict(before, fixed, ["other-gap"]) == [
+        "other-gap bit nowhere before the patch: this campaign cannot show it fixed"]

@@ -47,12 +47,13 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 
 from harness import scenario as scenario_mod
 from harness.execute import campaign, runner
-from harness.errors import UsageError
+from harness.errors import EXIT_BROKEN, REASON_PREFIX, UsageError
 from harness.execute.item import Item
 from harness.execute.branching import HOLD_ENV, Brancher, Slots, _one_thread, _time, fork_supported
 from harness.execute.record import Record
@@ -108,10 +109,19 @@ class ForkSweep:
 
         gc.collect()
         gc.freeze()
+        owner = os.getpid()
         try:
             parent = run.execute(lambda r: _BranchingInjector(r, self))
             self.brancher.reap(block=True)
             self.collect()
+        except BaseException as exc:
+            if os.getpid() != owner:
+                # a forked child unwinding (its watchdog fired outside its report): it must
+                # not run this process's cleanup -- the outdir and slots are the top's.
+                # Say where it stuck; the parent reports its items as errors.
+                print(f"{REASON_PREFIX}{exc}", file=sys.stderr, flush=True)
+                os._exit(EXIT_BROKEN)
+            raise
         finally:
             self.brancher.kill_all()
             gc.unfreeze()
