@@ -53,3 +53,9 @@ def test_the_verdict_names_what_keeps_a_patch_from_being_proven():
         "1 items fail after the patch and not before, e.g. y"]
     assert verdict(before, fixed, ["other-gap"]) == [
         "other-gap bit nowhere before the patch: this campaign cannot show it fixed"]
+
+
+def test_only_more_failing_nova_tests_count_against_a_patch():
+    from harness.upstream.nova_tests import bad
+    assert bad("71 tests, 1 failures, 2 errors, 1 skip reasons") == 3
+    assert bad("Traceback: no summary") > 10 ** 5  # a run that did not finish is the worst

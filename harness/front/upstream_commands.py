@@ -144,11 +144,13 @@ def cmd_prove(args) -> int:
                 problems.append(f"recreate test {test} still passes after the patch")
             if not flips and now[0]:
                 problems.append(f"test {test} fails after the patch")
-        if args.nova_tests:
+        if args.nova_tests:  # some may fail in any environment: only more failing counts
+            was = nova_tests.run(list(nova_tests.AREA), env=os.environ.copy())
             now = nova_tests.run(list(nova_tests.AREA), env=patched.env())
-            print(f"\nNova's tests for the area after the patch: {now[1]}", file=console.OUT)
-            if now[0]:
-                problems.append("Nova's own tests for the area fail after the patch")
+            print(f"\nNova's tests for the area:\n  before: {was[1]}\n  after:  {now[1]}",
+                  file=console.OUT)
+            if nova_tests.bad(now[1]) > nova_tests.bad(was[1]):
+                problems.append("more of Nova's own tests for the area fail after the patch")
     print("", file=console.OUT)
     for p in problems:
         print(f"NOT PROVEN: {p}", file=console.OUT)

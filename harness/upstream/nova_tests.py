@@ -106,5 +106,12 @@ def run(modules, select: str | None = None, env: dict | None = None, cwd: str | 
     return proc.returncode, (lines[-1] if lines else proc.stderr.strip()[-300:])
 
 
+def bad(summary: str) -> int:
+    """Failures plus errors in :func:`main`'s summary line (a run that did not say: many)."""
+    import re
+    m = re.match(r"(\d+) tests, (\d+) failures, (\d+) errors", summary)
+    return int(m.group(2)) + int(m.group(3)) if m else 10 ** 6
+
+
 if __name__ == "__main__":
     sys.exit(main())
