@@ -151,7 +151,8 @@ def digest(run, engines_: list) -> str:
     text = _canon(state(run, engines_))
     dump = os.environ.get(DUMP_ENV)
     if dump:  # to see why two states differ
-        with open(os.path.join(dump, f"{os.getpid()}.json"), "w") as fh:
+        name = f"{os.getpid()}-{len(os.listdir(dump))}.json"  # one file per digest
+        with open(os.path.join(dump, name), "w") as fh:
             json.dump({"where": run.where, "state": json.loads(text)}, fh, indent=1,
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
