@@ -11,6 +11,7 @@ from tests.conftest import ROOT, cli
 
 FIXES = os.path.join(ROOT, "docs", "upstream", "fixes")
 RECREATE = os.path.join(ROOT, "docs", "upstream", "recreate", "test_revert_gap_source.py")
+FIXED = os.path.join(ROOT, "docs", "upstream", "fixed", "test_revert_gap_source.py")
 POINT = "dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1"
 
 
@@ -31,7 +32,7 @@ def test_the_revert_gap_fix_is_proven_and_its_test_flips(tmp_path):
                "--window", "lifecycle", "--ending", "revert", "--point", POINT,
                "--target", "source", "--jobs", "1", "--out", str(tmp_path),
                "--recreate", RECREATE,
-               "--test", os.path.join(FIXES, "test_revert_gap_source.py"), timeout=1200)
+               "--test", FIXED, timeout=1200)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
     assert "revert-gap-source       1      0" in out, out[-3000:]

@@ -139,6 +139,7 @@ class Run:
         self.ending_server = None  # the server whose ending runs now
         self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
         self.own_files = own_files  # each forked process sees its own instance files at one path
+        self.keep_evidence = False  # keep what every checkpoint read, not only a failing one's
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.
@@ -196,7 +197,7 @@ class Run:
             found_after, after = self._converge(snap)
             found += found_after
         cp = Checkpoint(name, found)
-        if found:
+        if found or self.keep_evidence:
             cp.evidence = checks.Evidence.of(ctx, after)
         self.result.checkpoints.append(cp)
         return cp

@@ -121,14 +121,19 @@ def build_parser():
                         "(Nova's own fixtures only; resize and cold migration, the whole periodic)")
     sp.add_argument("id", nargs="?", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")
     sp.add_argument("--cause", help="instead of an item: root cause NAME's clearest item")
-    sp.add_argument("--all-hard", action="store_true",
-                    help="instead of one item: one per hard root cause (its clearest item), "
-                    "each with its bug text (.txt) and an index (README.md); docs/upstream is "
-                    "made so")
     sp.add_argument("--out", default=".", help="directory to write the test module (and its bug "
                     "text, MODULE.txt) in (default: .)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_export)
+    sp = sub.add_parser("recreate", help="write root causes as recreate tests in Nova's idiom "
+                        "(pass on this Nova, the bug under a FIXME) and their fixed forms")
+    sp.add_argument("cause", nargs="*", help="root cause names (see 'nova-chaos causes')")
+    sp.add_argument("--all-hard", action="store_true", help="every hard root cause a recreate "
+                    "test can show (the others are listed, with why, in the index)")
+    sp.add_argument("--out", default=".", help="directory: recreate/ and fixed/ are written "
+                    "there (default: .)")
+    sp.add_argument("--backend", **backend)
+    sp.set_defaults(fn=upstream_commands.cmd_recreate)
     sp = sub.add_parser("report", help="an upstream-ready bug text for one item: steps, "
                         "expected vs actual, the calls around the point, the cause, the replay")
     sp.add_argument("id", nargs="?", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")

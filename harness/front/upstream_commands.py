@@ -19,58 +19,19 @@ def _prepare(item_id: str, args):
 
 
 def cmd_export(args) -> int:
-    from harness.upstream import export
-    if (args.id is None) + (not args.all_hard) + (args.cause is None) != 2:
-        raise UsageError("export needs one of: an item id, --cause NAME, --all-hard")
-    ids = ([i.id for i in export.hard_items()] if args.all_hard else
-           [export.item_of_cause(args.cause).id] if args.cause else [args.id])
-    index, skipped = [], []
-    for item_id in ids:
-        try:
-            item, scen, record, found = _prepare(item_id, args)
-            out = export.build(item, scen, record, found)
-        except UsageError as exc:
-            if not args.all_hard:
-                raise
-            skipped.append((item_id, str(exc)))
-            print(f"not exported: {exc}", file=console.OUT)
-            continue
-        from harness.upstream import bugreport
-        _write(args.out, out.module_name + ".py", out.text)
-        _write(args.out, out.module_name + ".txt", bugreport.render(item, scen, record, found, out))
-        print(f"wrote {os.path.join(args.out, out.module_name)}.py: {out.test_id} "
-              f"(the harness: {record.verdict}), and its bug text (.txt)", file=console.OUT)
-        index.append(out)
-    if args.all_hard:  # each shipped test's outcome on this Nova, in the index
-        outcomes = {out.module_name: _outcome(args.out, out.module_name) for out in index}
-        _write(args.out, "README.md", export.index(index, skipped, outcomes))
-    print(f"run: cd {args.out} && python -m testtools.run MODULE", file=console.OUT)
+    from harness.upstream import bugreport, export
+    if (args.id is None) == (args.cause is None):
+        raise UsageError("export needs an item id or --cause NAME (not both); one recreate "
+                         "test per hard root cause: nova-chaos recreate --all-hard")
+    item_id = export.item_of_cause(args.cause).id if args.cause else args.id
+    item, scen, record, found = _prepare(item_id, args)
+    out = export.build(item, scen, record, found)
+    _write(args.out, out.module_name + ".py", out.text)
+    _write(args.out, out.module_name + ".txt", bugreport.render(item, scen, record, found, out))
+    print(f"wrote {os.path.join(args.out, out.module_name)}.py: {out.test_id} "
+          f"(the harness: {record.verdict}), and its bug text (.txt)", file=console.OUT)
+    print(f"run: cd {args.out} && python -m testtools.run {out.module_name}", file=console.OUT)
     return EXIT_OK
-
-
-def _outcome(directory: str, module: str) -> str:
-    """Run an exported module as a Nova developer would; what it says, in one line."""
-    import subprocess
-    import sys
-    import time
-    started = time.monotonic()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "testtools.run", module], cwd=directory,
-                              capture_output=True, text=True, timeout=600,
-                              env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    except subprocess.TimeoutExpired:
-        return "stuck: no result in 600 s"
-    text = proc.stdout + proc.stderr
-    problems = [line.strip() for line in text.splitlines()
-                if line.startswith(("  after-", "  verify-"))]  # the failure's list (prelude)
-    if proc.returncode == 0:
-        outcome = "passes"
-    elif problems:
-        outcome = f"fails: {len(problems)} problems, first `{problems[0][:160]}`"
-    else:
-        outcome = f"errors: {(text.strip().splitlines() or ['?'])[-1][:160]}"
-    print(f"ran {module}: {outcome} ({time.monotonic() - started:.1f} s)", file=console.OUT)
-    return outcome
 
 
 def _write(directory: str, name: str, text: str) -> None:
@@ -158,3 +119,74 @@ def cmd_prove(args) -> int:
         print(f"proven: {', '.join(args.fixed or []) or 'nothing targeted'}; nothing new bites",
               file=console.OUT)
     return EXIT_FINDINGS if problems else EXIT_OK
+
+
+def cmd_recreate(args) -> int:
+    """Write each root cause as a recreate test and its fixed form; run both on this Nova:
+    the recreate test must pass and its fixed form fail (its assertions bite)."""
+    from harness.errors import UnknownChoice
+    from harness.front.console import EXIT_FINDINGS
+    from harness.oracles import causes
+    from harness.upstream import nova_tests, recreate
+    env = os.environ.copy()  # as it was before Nova loaded here (it sets its backend's)
+    by_name = {c.name: c for c in causes.load()}
+    if args.all_hard == bool(args.cause):
+        raise UsageError("recreate needs root cause names or --all-hard (not both)")
+    for name in args.cause:
+        if name not in by_name:
+            raise UnknownChoice("root cause", name, list(by_name))
+    chosen = ([c for c in by_name.values() if c.klass == "hard"] if args.all_hard
+              else [by_name[n] for n in args.cause])
+    rows, skipped, bad = [], [], 0
+    for cause in chosen:
+        try:
+            out = _recreate_one(cause, args)
+        except UsageError as exc:
+            if not args.all_hard:
+                raise
+            skipped.append((cause.name, str(exc)))
+            print(f"not written: {exc}", file=console.OUT)
+            continue
+        outcome = {}
+        for kind, text in (("recreate", out.text), ("fixed", out.fixed_text)):
+            path = os.path.join(args.out, kind, out.module_name + ".py")
+            _write(os.path.dirname(path), out.module_name + ".py", text)
+            rc, summary = nova_tests.run([path], env=env, timeout=600)
+            outcome[kind] = ("passes" if rc == 0 else "fails") + f" ({summary})"
+            print(f"wrote {path}: {outcome[kind]}", file=console.OUT)
+        bad += not outcome["recreate"].startswith("passes") + outcome["fixed"].startswith("passes")
+        from harness import scenario as scenario_mod
+        from harness.upstream import bugreport
+        fix = os.path.join("fixes", cause.name + ".patch")
+        text = bugreport.cause_text(out, scenario_mod.load(out.item.scenario),
+                                    fix if os.path.exists(os.path.join(args.out, fix)) else None)
+        _write(os.path.join(args.out, "bugs"), cause.name + ".txt", text)
+        rows.append((out, outcome))
+    if args.all_hard:
+        _write(os.path.join(args.out, "recreate"), "README.md", recreate.index(rows, skipped))
+    return EXIT_FINDINGS if bad else EXIT_OK
+
+
+def _recreate_one(cause, args):
+    """The first of ``cause``'s samples a recreate test can show, moved to its boundary."""
+    from harness.front import by_cause
+    from harness.front.commands import validated_item
+    from harness import scenario as scenario_mod
+    from harness.execute.item import Item
+    from harness.upstream import recreate
+    samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
+    problems = []
+    for item_id in samples.get(cause.name, []):
+        item = Item.parse(item_id)
+        try:
+            recreate.refuse_item(item)
+            item, scen, traces = validated_item(item_id, args)
+            print(f"{cause.name}: {item.id}", file=console.OUT)
+            at, run, record = recreate.boundary(
+                cause, item, scen, traces, say=lambda line: print(line, file=console.OUT))
+            return recreate.build(cause, at, scen, run, record, recreate.rpc_path(at.point))
+        except UsageError as exc:
+            if str(exc) not in problems:
+                problems.append(str(exc))
+    raise UsageError(f"root cause {cause.name}: no sample makes a recreate test"
+                     + (f" ({'; '.join(problems)})" if problems else " (it has no sample)"))

@@ -83,3 +83,74 @@ def _flavor(f) -> str:
 
 def _set(cpus) -> str:
     return ",".join(str(c) for c in sorted(cpus)) or "(unset)"
+
+
+def cause_text(rec, scen, fix: str | None = None) -> str:
+    """The bug text of one root cause, beside its recreate test (``recreate``)."""
+    import nova.version
+    cause = rec.cause
+    method = ".".join(rec.stub.rsplit(".", 2)[-2:])
+    caller = rec.hosts.get(rec.item.point.split(":", 1)[0], "?")
+    struck = [rec.hosts.get(r, r) for r in ("source", "dest") if r in rec.item.target
+              or rec.item.target == "both"]
+    move = scen.moves[0]
+    condition = [f"- {k} = " + (" or ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v))
+                 for k, v in cause.when.items()]
+    lines = [
+        f"Summary: {cause.title}",
+        "",
+        f"Nova version: {nova.version.version_string()} (libvirt driver)",
+        *([f"Related: {cause.bug}"] if cause.bug else []),
+        "",
+        "Description:",
+        *_wrapped(cause.why),
+        "",
+        f"Where in Nova: {cause.nova}",
+        "",
+        "When: update_available_resource runs on a host where, for the moving server:",
+        *condition,
+        "",
+        "Steps to reproduce (recreate/" + rec.module_name + ".py, Nova's functional "
+        "fixtures only):",
+        f"1. hosts: {'; '.join(_host(h) for h in scen.hosts)}",
+        f"2. cpu_dedicated_set = {_set(scen.cpu_sets.dedicated)}, "
+        f"cpu_shared_set = {_set(scen.cpu_sets.shared)}",
+        *[f"3. boot {b.server} with {_flavor(scen.flavors[b.flavor])}"
+          + (f" on {b.host}" if b.host else "") for b in scen.boots],
+        f"4. {move.op} {move.server}" + (f" to {_flavor(scen.flavors[move.flavor])}"
+                                         if move.op == "resize" else ""),
+        f"5. {rec.item.ending} it; update_available_resource runs on {' and '.join(struck)} "
+        f"just before {caller} calls {method}",
+        "",
+        "Expected vs actual, per host (pinned pCPUs, hugepages used by size, vCPUs used, "
+        "memory used MiB, placement usages):",
+    ]
+    for step, seen, want in rec.steps:
+        label = {"move": "after the move (VERIFY_RESIZE)",
+                 "periodic": "after the next periodic"}.get(step, f"after the {step}")
+        for host in want:
+            if seen[host] != want[host]:
+                lines += [f"- {label}, {host}: expected {_usage(want[host])}",
+                          f"  {' ' * len(label)}  {' ' * len(host)}  actual   "
+                          f"{_usage(seen[host])}"]
+    lines += [f"- the periodic fails, logging {name} (update_available_resource logs it "
+              "and carries on)" for name in rec.logs]
+    lines += ["", f"Candidate fix: {fix}" if fix else "Candidate fix: none proposed yet",
+              "", f"Found by nova-chaos: {rec.item.replay_command()}"]
+    return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str) -> list:
+    import textwrap
+    return textwrap.wrap(" ".join(text.split()), 79)
+
+
+def _host(h) -> str:
+    return (f"{h.name} {len(h.cells)} NUMA cells x {h.cores} cores x {h.threads} threads, "
+            + ", ".join(f"cell {c.id} {c.memory_mb} MiB"
+                        + "".join(f" {n}x{s}K" for s, n in sorted(c.hugepages.items()))
+                        for c in h.cells))
+
+
+def _usage(u: dict) -> str:
+    return f"({u['pinned']}, {u['pages']}, {u['vcpus']}, {u['memory_mb']}, {u['placement']})"

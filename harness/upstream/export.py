@@ -94,18 +94,6 @@ def mechanism(item: Item, record):
     return next((e for e in known.load() if e.applies(item)), None)
 
 
-def hard_items() -> list:
-    """One item per hard root cause export supports (:func:`item_of_cause`)."""
-    out = []
-    for cause in causes.load():
-        if cause.klass == "hard":
-            try:
-                out.append(item_of_cause(cause.name))
-            except UsageError:
-                continue
-    return out
-
-
 def item_of_cause(name: str) -> Item:
     """The item that shows root cause ``name`` for export: the first of its samples
     (``scenarios/cause-samples.toml``, each the clearest item where it bit) that is a
@@ -259,40 +247,3 @@ def _check_lines(name: str, expected: dict, converge: bool = False) -> list:
     if converge:
         out.append(f"        self.check_converged({name!r})")
     return out
-
-
-def index(exported: list, skipped: list = (), outcomes: dict | None = None) -> str:
-    """The README of a directory of exported tests (``export --all-hard``)."""
-    import nova.version
-    lines = ["# Nova regression tests exported by nova-chaos",
-             "",
-             f"Made against Nova {nova.version.version_string()}.",
-             "",
-             "One standalone test per hard root cause of the harness on this Nova "
-             "(`scenarios/root-causes.toml`; the clearest item where it bit) "
-             "(written by `nova-chaos export --all-hard --out docs/upstream`; "
-             "`tests/test_export.py` regenerates a sample and compares). Each module uses "
-             "Nova's own test fixtures only: copy it into `nova/tests/functional/regressions/` "
-             "or run it where Nova is installed:",
-             "",
-             "```sh",
-             "cd docs/upstream && python -m testtools.run "
-             + (exported[0].module_name if exported else "MODULE"),
-             "```",
-             "",
-             "Each `.txt` beside a module is its upstream-ready bug text (`nova-chaos report ID`).",
-             "",
-             "Hand-written alongside: `recreate/`, recreate tests in Nova's idiom (they pass on "
-             "the buggy Nova, asserting the bug under a `FIXME`), and `fixes/`, candidate fixes "
-             "with their fixed tests, proven by `nova-chaos prove` (see `fixes/README.md`).",
-             "",
-             "| module | item | harness | on this Nova | mechanism |",
-             "|---|---|---|---|---|"]
-    for out in exported:
-        reason = out.entry.reason if out.entry is not None else ""
-        outcome = (outcomes or {}).get(out.module_name, "not run")
-        lines.append(f"| `{out.module_name}` | `{out.item.id}` | {out.record.verdict} | "
-                     f"{outcome.replace('|', '/')} | {reason.replace('|', '/')} |")
-    if skipped:
-        lines += ["", "Not exported:", ""] + [f"- `{i}`: {why}" for i, why in skipped]
-    return "\n".join(lines) + "\n"

@@ -10,28 +10,47 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import collections
 from unittest import mock
 
-from nova.compute import rpcapi
+from nova.compute import rpcapi as compute_rpcapi
 from nova import context as nova_context
 from nova import objects
+from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base
 
 
-class TestRevertResizeSourcePeriodicRace(base.ServersTestBase):
-    """Regression test for the revert-resize sibling of bug 1944759.
+# name: (cells, cores per cell, threads, memory KiB, per cell pages)
+HOSTS = {
+    'host-a': (2, 4, 1, 8388608, [
+        [(4, 655360), (2048, 768)],
+        [(4, 524288), (2048, 512), (1048576, 1)],
+    ]),
+    'host-b': (1, 4, 2, 8388608, [
+        [(4, 1179648), (2048, 256), (1048576, 3)],
+    ]),
+}
 
-    On revert, the destination's revert_resize saves the migration as
-    'reverted' (drop_move_claim_at_dest) and then casts
-    finish_revert_resize to the source, which saves instance.host back.
-    In between, the source's update_available_resource sees the instance
-    neither as its own (its host is still the destination) nor as an
-    in-progress migration ('reverted' is not one), and drops its pinned
-    CPUs. finish_revert_resize does not claim them back, so the guest runs
-    on pCPUs the source's tracker shows as free until the next periodic.
 
-    The source's periodic runs in the cast, after the destination has
-    released the resource tracker lock: the window's first point.
+class TestRevertGapSource(base.ServersTestBase):
+    """Revert: a source periodic between the migration's 'reverted' and
+    finish_revert_resize forgets the returning guest.
+
+    The destination's revert_resize -> drop_move_claim_at_dest saves the
+    migration 'reverted' (Nova's own comment there: "the migration isn't
+    really reverted yet"); instance.host names the destination until the
+    source's finish_revert_resize saves it back. In between, the source's
+    periodic sees the guest neither as its instance nor as an in-progress
+    migration and drops its pins, pages and counters; _finish_revert_resize
+    does not claim them back, so after the revert the guest runs on pCPUs
+    and pages the source's tracker shows free until the next periodic.
+
+    The periodic runs on host-a (the source) in a stub of
+    ComputeAPI.finish_revert_resize, before host-b makes that call: the
+    window's interleaving at a named boundary.
+
+    Hosts and flavors: shared CPUs, 2 MiB -> 1 GiB hugepages, resize from
+    host-a to host-b.
     """
 
     microversion = 'latest'
@@ -39,61 +58,92 @@ class TestRevertResizeSourcePeriodicRace(base.ServersTestBase):
 
     def setUp(self):
         super().setUp()
-        self.flags(cpu_dedicated_set='0-3', cpu_shared_set='4-7',
+        self.flags(cpu_dedicated_set='4,5,6,7',
+                   cpu_shared_set='0,1,2,3',
                    group='compute')
-        self.flags(vcpu_pin_set=None)
-        self.start_compute(hostname='src')
-        self.start_compute(hostname='dest')
+        self.flags(vcpu_pin_set=None, reserved_host_memory_mb=0)
         self.ctxt = nova_context.get_admin_context()
+        for name, (cells, cores, threads, mem, pages) in HOSTS.items():
+            info = fakelibvirt.HostInfo(
+                cpu_nodes=cells, cpu_cores=cores, cpu_threads=threads,
+                kB_mem=mem, mempages={
+                    i: fakelibvirt.create_mempages(p)
+                    for i, p in enumerate(pages)})
+            self.start_compute(hostname=name, host_info=info)
 
-    def _pinned_cpus(self, hostname):
+    def _usage(self, hostname):
+        """(pinned pCPUs, hugepages used by size, vCPUs used, memory
+        used (MiB), placement usages) as the host's tracker saved them."""
         node = objects.ComputeNode.get_by_nodename(self.ctxt, hostname)
-        topology = objects.NUMATopology.obj_from_db_obj(node.numa_topology)
-        return sum(len(cell.pinned_cpus) for cell in topology.cells)
+        cells = objects.NUMATopology.obj_from_db_obj(
+            node.numa_topology).cells
+        pages = collections.Counter()
+        for cell in cells:
+            for page in cell.mempages:
+                if page.size_kb != 4 and page.used:
+                    pages[page.size_kb] += page.used
+        usages = self._get_provider_usages(
+            self._get_provider_uuid_by_host(hostname))
+        return (sum(len(cell.pinned_cpus) for cell in cells), dict(pages),
+                node.vcpus_used, node.memory_mb_used,
+                {k: v for k, v in usages.items() if v})
 
-    def test_revert_resize_with_source_periodic_before_finish(self):
-        flavor = self._create_flavor(
-            vcpu=2, extra_spec={'hw:cpu_policy': 'dedicated'})
-        new_flavor = self._create_flavor(
-            vcpu=2, extra_spec={'hw:cpu_policy': 'dedicated'})
-        server = self._create_server(flavor_id=flavor, host='src',
-                                     networks='none')
-        self.assertEqual(2, self._pinned_cpus('src'))
+    def _usages(self):
+        return {name: self._usage(name) for name in HOSTS}
 
+    def test_finish_revert_resize_with_periodic_before_it(self):
+        large = self._create_flavor(
+            vcpu=2, memory_mb=2048, disk=1, ephemeral=0,
+            extra_spec={'hw:mem_page_size': '1048576'})
+        small = self._create_flavor(
+            vcpu=2, memory_mb=1024, disk=1, ephemeral=0,
+            extra_spec={'hw:mem_page_size': '2048'})
+        vm1 = self._create_server(
+            flavor_id=small, host='host-a', networks='none')
+        self.assertEqual({
+            'host-a': (0, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+            'host-b': (0, {}, 0, 0, {}),
+        }, self._usages())
+
+        call = compute_rpcapi.ComputeAPI.finish_revert_resize
+
+        def periodic_then_call(*args, **kwargs):
+            self.computes['host-a'].manager.update_available_resource(
+                self.ctxt)
+            return call(*args, **kwargs)
+
+        self.stub_out(
+            'nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
+            periodic_then_call)
         with mock.patch(
             'nova.virt.libvirt.driver.LibvirtDriver'
             '.migrate_disk_and_power_off', return_value='{}',
         ):
             self.api.post_server_action(
-                server['id'], {'resize': {'flavorRef': new_flavor}})
-            server = self._wait_for_state_change(server, 'VERIFY_RESIZE')
-        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual(2, self._pinned_cpus('src'))
-        self.assertEqual(2, self._pinned_cpus('dest'))
+                vm1['id'], {'resize': {'flavorRef': large}})
+            vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
+        self.assertEqual({
+            'host-a': (0, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+            'host-b': (0, {1048576: 2}, 2, 2048,
+                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'VCPU': 2}),
+        }, self._usages())
+        self.api.post_server_action(vm1['id'], {'revertResize': None})
+        vm1 = self._wait_for_state_change(vm1, 'ACTIVE')
+        self._wait_for_migration_status(vm1, ['reverted'])
+        # FIXME(bug): this should be
+        # 'host-a': (0, {2048: 512}, 2, 1024,
+        #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+        self.assertEqual({
+            'host-a': (0, {}, 0, 0,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+            'host-b': (0, {}, 0, 0, {}),
+        }, self._usages())
 
-        cast = rpcapi.ComputeAPI.finish_revert_resize
-
-        def source_periodic_then_cast(*args, **kwargs):
-            self.computes['src'].manager.update_available_resource(
-                self.ctxt)
-            return cast(*args, **kwargs)
-
-        self.stub_out(
-            'nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
-            source_periodic_then_cast)
-        self.api.post_server_action(server['id'], {'revertResize': None})
-        server = self._wait_for_state_change(server, 'ACTIVE')
-        self._wait_for_migration_status(server, ['reverted'])
-        self._wait_for_instance_action_event(
-            server, 'revertResize', 'compute_finish_revert_resize',
-            'success')
-        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual(0, self._pinned_cpus('dest'))
-        # FIXME(bug): the guest runs on the source with 2 pinned CPUs, but
-        # the source's tracker lost them; this should be 2.
-        self.assertEqual(0, self._pinned_cpus('src'))
-
-        # the next periodic heals it
         self._run_periodics()
-        self.assertEqual(2, self._pinned_cpus('src'))
-        self.assertEqual(0, self._pinned_cpus('dest'))
+        self.assertEqual({
+            'host-a': (0, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+            'host-b': (0, {}, 0, 0, {}),
+        }, self._usages())

@@ -1,0 +1,152 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import collections
+from unittest import mock
+
+from nova.compute import rpcapi as compute_rpcapi
+from nova import context as nova_context
+from nova import objects
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.libvirt import base
+
+
+# name: (cells, cores per cell, threads, memory KiB, per cell pages)
+HOSTS = {
+    'host-a': (2, 5, 1, 8388608, [
+        [(4, 655360), (2048, 768)],
+        [(4, 655360), (2048, 768)],
+    ]),
+    'host-b': (2, 3, 2, 16777216, [
+        [(4, 1572864), (2048, 1024)],
+        [(4, 1572864), (2048, 1024)],
+    ]),
+}
+
+
+class TestRevertGapDestFails(base.ServersTestBase):
+    """Revert: the same destination periodic as revert-gap-dest fails where the
+    source's pCPU numbers are not in its cell of that id.
+
+    The condition of revert-gap-dest on asymmetric hosts: bystander's guest
+    ran on host-a's pCPUs [5, 6] of cell 1, and host-b's cell 1 is [6-9], so
+    pinning the reverted topology there raises CPUPinningUnknown and the
+    whole periodic fails (logged, not raised): the destination's tracker
+    keeps what it had, its update of every other usage is lost.
+
+    The periodic runs on host-b (the dest) in a stub of
+    ComputeAPI.finish_revert_resize, before host-b makes that call: the
+    window's interleaving at a named boundary.
+
+    Hosts and flavors: pinned + 2 MiB pages resize onto a host where a
+    bystander is already pinned.
+    """
+
+    microversion = 'latest'
+    ADMIN_API = True
+
+    def setUp(self):
+        super().setUp()
+        self.flags(cpu_dedicated_set='2,3,4,5,6,7,8,9',
+                   cpu_shared_set='0,1',
+                   group='compute')
+        self.flags(vcpu_pin_set=None, reserved_host_memory_mb=0)
+        self.ctxt = nova_context.get_admin_context()
+        for name, (cells, cores, threads, mem, pages) in HOSTS.items():
+            info = fakelibvirt.HostInfo(
+                cpu_nodes=cells, cpu_cores=cores, cpu_threads=threads,
+                kB_mem=mem, mempages={
+                    i: fakelibvirt.create_mempages(p)
+                    for i, p in enumerate(pages)})
+            self.start_compute(hostname=name, host_info=info)
+
+    def _usage(self, hostname):
+        """(pinned pCPUs, hugepages used by size, vCPUs used, memory
+        used (MiB), placement usages) as the host's tracker saved them."""
+        node = objects.ComputeNode.get_by_nodename(self.ctxt, hostname)
+        cells = objects.NUMATopology.obj_from_db_obj(
+            node.numa_topology).cells
+        pages = collections.Counter()
+        for cell in cells:
+            for page in cell.mempages:
+                if page.size_kb != 4 and page.used:
+                    pages[page.size_kb] += page.used
+        usages = self._get_provider_usages(
+            self._get_provider_uuid_by_host(hostname))
+        return (sum(len(cell.pinned_cpus) for cell in cells), dict(pages),
+                node.vcpus_used, node.memory_mb_used,
+                {k: v for k, v in usages.items() if v})
+
+    def _usages(self):
+        return {name: self._usage(name) for name in HOSTS}
+
+    def test_finish_revert_resize_with_periodic_before_it(self):
+        large = self._create_flavor(
+            vcpu=3, memory_mb=1536, disk=1, ephemeral=0,
+            extra_spec={'hw:cpu_policy': 'dedicated',
+                        'hw:mem_page_size': '2048'})
+        small = self._create_flavor(
+            vcpu=2, memory_mb=1024, disk=1, ephemeral=0,
+            extra_spec={'hw:cpu_policy': 'dedicated',
+                        'hw:mem_page_size': '2048'})
+        vm0 = self._create_server(
+            flavor_id=large, host='host-b', networks='none')
+        vm1 = self._create_server(
+            flavor_id=small, host='host-a', networks='none')
+        self.assertEqual({
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (3, {2048: 768}, 3, 1536,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1536, 'PCPU': 3}),
+        }, self._usages())
+
+        call = compute_rpcapi.ComputeAPI.finish_revert_resize
+
+        def periodic_then_call(*args, **kwargs):
+            self.computes['host-b'].manager.update_available_resource(
+                self.ctxt)
+            return call(*args, **kwargs)
+
+        self.stub_out(
+            'nova.compute.rpcapi.ComputeAPI.finish_revert_resize',
+            periodic_then_call)
+        with mock.patch(
+            'nova.virt.libvirt.driver.LibvirtDriver'
+            '.migrate_disk_and_power_off', return_value='{}',
+        ):
+            self.api.post_server_action(
+                vm1['id'], {'resize': {'flavorRef': large}})
+            vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
+        self.assertEqual({
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (6, {2048: 1536}, 6, 3072,
+                       {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
+        }, self._usages())
+        self.api.post_server_action(vm1['id'], {'revertResize': None})
+        vm1 = self._wait_for_state_change(vm1, 'ACTIVE')
+        self._wait_for_migration_status(vm1, ['reverted'])
+        self.assertNotIn('CPUPinningUnknown', self.stdlog.logger.output)
+        self.assertEqual({
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (3, {2048: 768}, 3, 1536,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1536, 'PCPU': 3}),
+        }, self._usages())
+
+        self._run_periodics()
+        self.assertEqual({
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (3, {2048: 768}, 3, 1536,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1536, 'PCPU': 3}),
+        }, self._usages())

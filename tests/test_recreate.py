@@ -1,0 +1,55 @@
+"""Recreate tests in Nova's idiom, one per hard root cause (issue 32).
+
+* the shipped recreate test of revert-gap-source, its fixed form and its bug
+  text are what ``recreate`` writes today; the recreate test passes on this
+  Nova and the fixed form fails on it (its assertions bite);
+* they read as Nova's tests do: licence header, 79 columns, the bug under a
+  FIXME, no harness words, under 150 lines;
+* what recreate cannot write is refused in one line, nothing written.
+"""
+import os
+import shutil
+
+from tests.conftest import ROOT, cli
+from tests.test_cli import assert_one_line_error
+
+UPSTREAM = os.path.join(ROOT, "docs", "upstream")
+SHIPPED = ("recreate/test_revert_gap_source.py", "fixed/test_revert_gap_source.py",
+           "bugs/revert-gap-source.txt")
+
+
+def test_a_shipped_recreate_test_is_current_and_flips(tmp_path):
+    shutil.copytree(os.path.join(UPSTREAM, "fixes"), tmp_path / "fixes")
+    proc = cli("recreate", "revert-gap-source", "--out", str(tmp_path), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "recreate/test_revert_gap_source.py: passes" in proc.stdout, proc.stdout
+    assert "fixed/test_revert_gap_source.py: fails (1 tests, 1 failures" in proc.stdout
+    for rel in SHIPPED:
+        with open(os.path.join(UPSTREAM, rel)) as shipped:
+            assert (tmp_path / rel).read_text() == shipped.read(), (
+                f"docs/upstream/{rel} is stale: nova-chaos recreate --all-hard --out docs/upstream")
+    for rel in SHIPPED[:2]:
+        text = (tmp_path / rel).read_text()
+        lines = text.splitlines()
+        assert text.startswith("# Licensed under the Apache License"), rel
+        assert max(map(len, lines)) <= 79 and len(lines) <= 150, rel
+        assert "harness" not in text.lower() and "nova-chaos" not in text, rel
+        assert ("# FIXME(bug)" in text) == rel.startswith("recreate"), rel
+    bug = (tmp_path / SHIPPED[2]).read_text()
+    for part in ("Summary: revert: a source periodic between", "Where in Nova: ",
+                 "just before host-b calls ComputeAPI.finish_revert_resize",
+                 "- after the revert, host-a: expected (0, {2048: 512}, 2, 1024,",
+                 "Candidate fix: fixes/revert-gap-source.patch"):
+        assert part in bug, bug
+
+
+def test_what_recreate_cannot_write_is_one_line(tmp_path):
+    out = tmp_path / "never"
+    assert_one_line_error(cli("recreate", "--out", str(out)),
+                          "recreate needs root cause names or --all-hard")
+    assert_one_line_error(cli("recreate", "no-such-cause", "--out", str(out)),
+                          "unknown root cause 'no-such-cause'")
+    assert_one_line_error(cli("recreate", "restart-dest-revert-before-drop", "--out", str(out)),
+                          "root cause restart-dest-revert-before-drop: no sample makes a "
+                          "recreate test")
+    assert not out.exists()
