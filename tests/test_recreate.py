@@ -20,6 +20,8 @@ SHIPPED = ("recreate/test_revert_gap_source.py", "fixed/test_revert_gap_source.p
 
 def test_a_shipped_recreate_test_is_current_and_flips(tmp_path):
     shutil.copytree(os.path.join(UPSTREAM, "fixes"), tmp_path / "fixes")
+    (tmp_path / "bugs").mkdir()  # the windows the bug texts give (measured, kept)
+    shutil.copy(os.path.join(UPSTREAM, "bugs", "windows.json"), tmp_path / "bugs")
     proc = cli("recreate", "revert-gap-source", "--out", str(tmp_path), timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "recreate/test_revert_gap_source.py: passes" in proc.stdout, proc.stdout

@@ -130,14 +130,18 @@ def build_parser():
     sp.add_argument("cause", nargs="*", help="root cause names (see 'nova-chaos causes')")
     sp.add_argument("--all-hard", action="store_true", help="every hard root cause a recreate "
                     "test can show (the others are listed, with why, in the index)")
-    sp.add_argument("--out", default=".", help="directory: recreate/ and fixed/ are written "
-                    "there (default: .)")
+    sp.add_argument("--out", default=".", help="directory: recreate/, fixed/ and bugs/ are "
+                    "written there (default: .)")
+    sp.add_argument("--windows", action="append", metavar="REPORT.json",
+                    help="campaign reports (run --json) whose root causes' windows the bug "
+                    "texts give, kept in OUT/bugs/windows.json for later runs (repeatable)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_recreate)
     sp = sub.add_parser("report", help="an upstream-ready bug text for one item: steps, "
                         "expected vs actual, the calls around the point, the cause, the replay")
     sp.add_argument("id", nargs="?", help="SCENARIO/POINT/TARGET/ENDING[/window=NAME], as printed")
-    sp.add_argument("--cause", help="instead of an item: root cause NAME's clearest item")
+    sp.add_argument("--cause", help="instead of an item: root cause NAME's bug text, as "
+                    "recreate writes it")
     sp.add_argument("--out", help="write it here (default: print it)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=upstream_commands.cmd_report)

@@ -1,8 +1,10 @@
-"""``nova-chaos export`` and ``nova-chaos report``: an item as Nova's own regression
-test, and as an upstream bug text (harness.upstream)."""
+"""The upstream verbs (harness.upstream): ``export`` an item as a standalone Nova test,
+``recreate`` a root cause as Nova's recreate test and its fixed form, ``report`` either as
+a bug text, ``prove`` a Nova patch."""
 from __future__ import annotations
 
 import os
+import sys
 
 from harness.errors import UsageError
 from harness.front import console
@@ -45,10 +47,19 @@ def cmd_report(args) -> int:
     from harness.upstream import bugreport, export
     if (args.id is None) == (args.cause is None):
         raise UsageError("report needs an item id or --cause NAME (not both)")
-    item_id = export.item_of_cause(args.cause).id if args.cause else args.id
-    item, scen, record, found = _prepare(item_id, args)
-    exported = export.build(item, scen, record, found)
-    text = bugreport.render(item, scen, record, found, exported)
+    if args.cause:  # the cause's text, as recreate writes it beside its test
+        from harness import scenario as scenario_mod
+        from harness.oracles import causes
+        by_name = {c.name: c for c in causes.load()}
+        if args.cause not in by_name:
+            from harness.errors import UnknownChoice
+            raise UnknownChoice("root cause", args.cause, list(by_name))
+        rec = _recreate_one(by_name[args.cause], args, say=sys.stderr)
+        text = bugreport.cause_text(rec, scenario_mod.load(rec.item.scenario))
+    else:
+        item, scen, record, found = _prepare(args.id, args)
+        exported = export.build(item, scen, record, found)
+        text = bugreport.render(item, scen, record, found, exported)
     if args.out:
         files.atomic_write(args.out, text)
         print(f"wrote {args.out}", file=console.OUT)
@@ -137,6 +148,7 @@ def cmd_recreate(args) -> int:
             raise UnknownChoice("root cause", name, list(by_name))
     chosen = ([c for c in by_name.values() if c.klass == "hard"] if args.all_hard
               else [by_name[n] for n in args.cause])
+    windows = _windows(os.path.join(args.out, "bugs", "windows.json"), args.windows or [])
     rows, skipped, bad = [], [], 0
     for cause in chosen:
         try:
@@ -159,7 +171,8 @@ def cmd_recreate(args) -> int:
         from harness.upstream import bugreport
         fix = os.path.join("fixes", cause.name + ".patch")
         text = bugreport.cause_text(out, scenario_mod.load(out.item.scenario),
-                                    fix if os.path.exists(os.path.join(args.out, fix)) else None)
+                                    fix if os.path.exists(os.path.join(args.out, fix)) else None,
+                                    windows.get(cause.name, {}))
         _write(os.path.join(args.out, "bugs"), cause.name + ".txt", text)
         rows.append((out, outcome))
     if args.all_hard:
@@ -167,7 +180,30 @@ def cmd_recreate(args) -> int:
     return EXIT_FINDINGS if bad else EXIT_OK
 
 
-def _recreate_one(cause, args):
+def _windows(kept: str, reports: list) -> dict:
+    """cause -> "scenario/window" -> its span: those kept at ``kept``, updated from the
+    campaign ``reports`` given (then kept again)."""
+    import json
+    from harness import files
+    windows: dict = {}
+    if os.path.exists(kept):
+        with open(kept) as fh:
+            windows = json.load(fh)
+    for path in reports:
+        try:
+            with open(path) as fh:
+                summary = json.load(fh)["meta"]["causes"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise UsageError(f"--windows {path}: not a campaign report ({exc})") from None
+        for name, entry in summary.items():
+            windows.setdefault(name, {}).update(entry["window"])
+    if reports:
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        files.atomic_write(kept, json.dumps(windows, indent=1, sort_keys=True) + "\n")
+    return windows
+
+
+def _recreate_one(cause, args, say=None):
     """The first of ``cause``'s samples a recreate test can show, moved to its boundary."""
     from harness.front import by_cause
     from harness.front.commands import validated_item
@@ -181,9 +217,10 @@ def _recreate_one(cause, args):
         try:
             recreate.refuse_item(item)
             item, scen, traces = validated_item(item_id, args)
-            print(f"{cause.name}: {item.id}", file=console.OUT)
+            out = say or console.OUT
+            print(f"{cause.name}: {item.id}", file=out)
             at, run, record = recreate.boundary(
-                cause, item, scen, traces, say=lambda line: print(line, file=console.OUT))
+                cause, item, scen, traces, say=lambda line: print(line, file=out))
             return recreate.build(cause, at, scen, run, record, recreate.rpc_path(at.point))
         except UsageError as exc:
             if str(exc) not in problems:

@@ -85,7 +85,7 @@ def _set(cpus) -> str:
     return ",".join(str(c) for c in sorted(cpus)) or "(unset)"
 
 
-def cause_text(rec, scen, fix: str | None = None) -> str:
+def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -> str:
     """The bug text of one root cause, beside its recreate test (``recreate``)."""
     import nova.version
     cause = rec.cause
@@ -135,6 +135,11 @@ def cause_text(rec, scen, fix: str | None = None) -> str:
                           f"{_usage(seen[host])}"]
     lines += [f"- the periodic fails, logging {name} (update_available_resource logs it "
               "and carries on)" for name in rec.logs]
+    if windows:
+        lines += ["", "Window: the calls of the move at which a periodic meets the condition "
+                  "(a campaign striking at every call):"]
+        lines += [f"- {place}: {span['calls']} calls, from {span['first']} to {span['last']}"
+                  for place, span in sorted(windows.items())]
     lines += ["", f"Candidate fix: {fix}" if fix else "Candidate fix: none proposed yet",
               "", f"Found by nova-chaos: {rec.item.replay_command()}"]
     return "\n".join(lines) + "\n"
