@@ -55,3 +55,29 @@ def test_what_recreate_cannot_write_is_one_line(tmp_path):
                           "root cause restart-dest-revert-before-drop: no sample makes a "
                           "recreate test")
     assert not out.exists()
+
+
+def test_the_boundary_is_the_nearest_rpc_call_made_once():
+    """Candidates are rpcapi calls, nearest to the cause's point first; a method called
+    twice in the trace is left out (a stub could not tell its calls apart)."""
+    from harness.execute.item import Item
+    from harness.upstream import recreate
+    trace = ["source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
+             "dest:ComputeManager.revert_resize>Instance.save#1",
+             "dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1",
+             "dest:ComputeManager.revert_resize>Migration.save#1",
+             "source:ComputeManager._resize_instance>compute_rpc.finish_resize#2"]
+    item = Item("pinned-hugepages", trace[3], "source", "revert", None, "lifecycle", "periodic")
+    assert [c.point for c in recreate.candidates(item, trace)] == [trace[2]]
+    assert recreate.rpc_path(trace[2]) == "nova.compute.rpcapi.ComputeAPI.finish_revert_resize"
+    assert recreate.rpc_path(trace[1]) is None
+
+
+def test_a_condition_reads_in_novas_words():
+    from harness.upstream.bugreport import _condition
+    hosts = {"source": "host-a", "dest": "host-b"}
+    assert _condition("runs_on", ("dest",), hosts) == "the periodic runs on the dest host (host-b)"
+    assert (_condition("instance.task_state", ("resize_prep", "resize_migrated"), hosts)
+            == "instance.task_state is resize_prep or resize_migrated")
+    assert (_condition("tracked.instance", (False,), hosts)
+            == "that host's resource tracker tracks the instance: no")

@@ -94,8 +94,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     struck = [rec.hosts.get(r, r) for r in ("source", "dest") if r in rec.item.target
               or rec.item.target == "both"]
     move = scen.moves[0]
-    condition = [f"- {k} = " + (" or ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v))
-                 for k, v in cause.when.items()]
+    condition = [f"- {_condition(k, v, rec.hosts)}" for k, v in cause.when.items()]
     lines = [
         f"Summary: {cause.title}",
         "",
@@ -107,20 +106,22 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
         "",
         f"Where in Nova: {cause.nova}",
         "",
-        "When: update_available_resource runs on a host where, for the moving server:",
+        "When: update_available_resource runs while, for the moving server:",
         *condition,
         "",
         "Steps to reproduce (recreate/" + rec.module_name + ".py, Nova's functional "
         "fixtures only):",
-        f"1. hosts: {'; '.join(_host(h) for h in scen.hosts)}",
-        f"2. cpu_dedicated_set = {_set(scen.cpu_sets.dedicated)}, "
-        f"cpu_shared_set = {_set(scen.cpu_sets.shared)}",
-        *[f"3. boot {b.server} with {_flavor(scen.flavors[b.flavor])}"
-          + (f" on {b.host}" if b.host else "") for b in scen.boots],
-        f"4. {move.op} {move.server}" + (f" to {_flavor(scen.flavors[move.flavor])}"
-                                         if move.op == "resize" else ""),
-        f"5. {rec.item.ending} it; update_available_resource runs on {' and '.join(struck)} "
-        f"just before {caller} calls {method}",
+        *[f"{n}. {step}" for n, step in enumerate([
+            f"hosts: {'; '.join(_host(h) for h in scen.hosts)}",
+            f"cpu_dedicated_set = {_set(scen.cpu_sets.dedicated)}, "
+            f"cpu_shared_set = {_set(scen.cpu_sets.shared)}",
+            *[f"boot {b.server} with {_flavor(scen.flavors[b.flavor])}"
+              + (f" on {b.host}" if b.host else "") for b in scen.boots],
+            f"{move.op} {move.server}" + (f" to {_flavor(scen.flavors[move.flavor])}"
+                                          if move.op == "resize" else ""),
+            f"{rec.item.ending} it"], 1)],
+        f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just before "
+        f"{caller} calls {method} (the test stubs that call).",
         "",
         "Expected vs actual, per host (pinned pCPUs, hugepages used by size, vCPUs used, "
         "memory used MiB, placement usages):",
@@ -143,6 +144,34 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     lines += ["", f"Candidate fix: {fix}" if fix else "Candidate fix: none proposed yet",
               "", f"Found by nova-chaos: {rec.item.replay_command()}"]
     return "\n".join(lines) + "\n"
+
+
+#: a condition's keys in Nova's words ({} is the value, {host} its host where it is a role)
+_WORDS = {
+    "runs_on": "the periodic runs on the {} host ({host})",
+    "instance.host": "instance.host is the {} host ({host})",
+    "instance.node": "instance.node is the {} node",
+    "instance.vm_state": "instance.vm_state is {}",
+    "instance.task_state": "instance.task_state is {}",
+    "instance.migration_context": "the instance has a migration context: {}",
+    "instance.old_flavor": "instance.old_flavor is set: {}",
+    "instance.new_flavor": "instance.new_flavor is set: {}",
+    "instance.topology": "instance.numa_topology is the move's {} one",
+    "migration.type": "the migration's type is {}",
+    "migration.status": "the migration's status is {}",
+    "migration.source": "the migration's source is the {} host ({host})",
+    "migration.dest": "the migration's destination is the {} host ({host})",
+    "tracked.migration": "that host's resource tracker tracks the migration: {}",
+    "tracked.instance": "that host's resource tracker tracks the instance: {}",
+}
+
+
+def _condition(key: str, value, hosts: dict) -> str:
+    values = [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    shown = " or ".join(values)
+    host = " or ".join(hosts.get(v, v) for v in values)
+    template = _WORDS.get(key, key + " is {}")
+    return template.format(shown, host=host).replace("True", "yes").replace("False", "no")
 
 
 def _wrapped(text: str) -> list:

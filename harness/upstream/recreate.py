@@ -257,9 +257,9 @@ def _fmt(value, indent: int) -> str:
 
 
 def _bug(cause) -> str:
-    number = re.search(r"\+bug/(\d+)", cause.bug or "")
-    related = number and not re.search(r"related|sibling|face|fix does not", cause.bug)
-    return f"bug {number.group(1)}" if related else "bug"
+    number = re.match(r"https://bugs\.launchpad\.net/nova/\+bug/(\d+)", cause.bug or "")
+    its_own = number and not re.search(r"related|sibling|face|fix does not", cause.bug)
+    return f"bug {number.group(1)}" if its_own else "bug"
 
 
 def _docstring(cause, item, scen, run, stub, caller) -> list:
@@ -304,7 +304,7 @@ def _render(cause, item, scen, run, record, stub, found, logs, fixed) -> str:
             f"        self.flags(cpu_dedicated_set='{_cpu_set(scen.cpu_sets.dedicated)}',",
             f"                   cpu_shared_set='{_cpu_set(scen.cpu_sets.shared)}',",
             "                   group='compute')",
-            "        self.flags(vcpu_pin_set=None, reserved_host_memory_mb=0)", *same_host,
+            "        self.flags(reserved_host_memory_mb=0)", *same_host,
             "        self.ctxt = nova_context.get_admin_context()",
             "        for name, (cells, cores, threads, mem, pages) in HOSTS.items():",
             "            info = fakelibvirt.HostInfo(",
@@ -364,10 +364,14 @@ def _render(cause, item, scen, run, record, stub, found, logs, fixed) -> str:
     body += _check("move", checks, fixed, cause)
     ending = {"confirm": "confirmResize", "revert": "revertResize"}[item.ending]
     status = _status(record, move.server)
+    event = {"confirm": "compute_confirm_resize", "revert": "compute_finish_revert_resize"}
     body += [f"        self.api.post_server_action({server}['id'], {{'{ending}': None}})",
              f"        {server} = self._wait_for_state_change({server}, '{status}')",
              f"        self._wait_for_migration_status({server}, "
-             f"['{_migration_status(record, move.server, item.ending)}'])"]
+             f"['{_migration_status(record, move.server, item.ending)}'])",
+             f"        self._wait_for_instance_action_event(",
+             f"            {server}, '{ending}', '{event[item.ending]}',",
+             f"            '{'error' if status == 'ERROR' else 'success'}')"]
     for name in logs:
         body += ([f"        self.assertNotIn('{name}', self.stdlog.logger.output)"] if fixed else
                  [f"        # FIXME({_bug(cause)}): the periodic fails with {name}",
