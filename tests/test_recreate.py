@@ -40,7 +40,7 @@ def test_a_shipped_recreate_test_is_current_and_flips(tmp_path):
     bug = (tmp_path / SHIPPED[2]).read_text()
     for part in ("Summary: revert: a source periodic between", "Where in Nova: ",
                  "just before host-b calls ComputeAPI.finish_revert_resize",
-                 "- after the revert, host-a: expected (0, {2048: 512}, 2, 1024,",
+                 "- after the revert, host-a: expected (2, {2048: 512}, 2, 1024,",
                  "Candidate fix: fixes/revert-gap-source.patch"):
         assert part in bug, bug
 

@@ -139,8 +139,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     if windows:
         lines += ["", "Window: the calls of the move at which a periodic meets the condition "
                   "(a campaign striking at every call):"]
-        lines += [f"- {place}: {span['calls']} calls, from {span['first']} to {span['last']}"
-                  for place, span in sorted(windows.items())]
+        lines += [f"- {place}: {span['calls']} calls, from {_call(span['first'])} to "
+                  f"{_call(span['last'])}" for place, span in sorted(windows.items())]
     lines += ["", f"Candidate fix: {fix}" if fix else "Candidate fix: none proposed yet",
               "", f"Found by nova-chaos: {rec.item.replay_command()}"]
     return "\n".join(lines) + "\n"
@@ -172,6 +172,13 @@ def _condition(key: str, value, hosts: dict) -> str:
     host = " or ".join(hosts.get(v, v) for v in values)
     template = _WORDS.get(key, key + " is {}")
     return template.format(shown, host=host).replace("True", "yes").replace("False", "no")
+
+
+def _call(point_id: str) -> str:
+    """A point as Nova's call: "X.y (the source's N-th)", without the tracer's caller."""
+    role, rest = point_id.split(":", 1)
+    callee, nth = rest.split(">", 1)[1].rsplit("#", 1)
+    return f"{callee} (the {role}'s call {nth})"
 
 
 def _wrapped(text: str) -> list:

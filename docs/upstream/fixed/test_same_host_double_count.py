@@ -44,11 +44,8 @@ class TestSameHostDoubleCount(base.ServersTestBase):
     revert the guest's pins and pages look free.
 
     The periodic runs on host-a (the source) in a stub of
-    ComputeAPI.finish_resize, before host-a makes that call: the window's
-    interleaving at a named boundary.
-
-    Hosts and flavors: dedicated CPUs + 2 MiB hugepages, resize 2->4 vCPU on
-    one host.
+    ComputeAPI.finish_resize, before host-a makes that call, which is when
+    the state above holds.
     """
 
     microversion = 'latest'
@@ -59,7 +56,7 @@ class TestSameHostDoubleCount(base.ServersTestBase):
         self.flags(cpu_dedicated_set='2,3,4,5,6,7,8,9,10,11',
                    cpu_shared_set='0,1',
                    group='compute')
-        self.flags(vcpu_pin_set=None, reserved_host_memory_mb=0)
+        self.flags(reserved_host_memory_mb=0)
         self.flags(allow_resize_to_same_host=True)
         self.ctxt = nova_context.get_admin_context()
         for name, (cells, cores, threads, mem, pages) in HOSTS.items():
@@ -70,25 +67,23 @@ class TestSameHostDoubleCount(base.ServersTestBase):
                     for i, p in enumerate(pages)})
             self.start_compute(hostname=name, host_info=info)
 
-    def _usage(self, hostname):
-        """(pinned pCPUs, hugepages used by size, vCPUs used, memory
-        used (MiB), placement usages) as the host's tracker saved them."""
-        node = objects.ComputeNode.get_by_nodename(self.ctxt, hostname)
-        cells = objects.NUMATopology.obj_from_db_obj(
-            node.numa_topology).cells
-        pages = collections.Counter()
-        for cell in cells:
-            for page in cell.mempages:
-                if page.size_kb != 4 and page.used:
-                    pages[page.size_kb] += page.used
-        usages = self._get_provider_usages(
-            self._get_provider_uuid_by_host(hostname))
-        return (sum(len(cell.pinned_cpus) for cell in cells), dict(pages),
-                node.vcpus_used, node.memory_mb_used,
-                {k: v for k, v in usages.items() if v})
-
     def _usages(self):
-        return {name: self._usage(name) for name in HOSTS}
+        """Per host: (pinned pCPUs, hugepages used by size, vCPUs used,
+        memory used (MiB), placement usages), as its tracker saved them."""
+        usages = {}
+        for name in HOSTS:
+            node = objects.ComputeNode.get_by_nodename(self.ctxt, name)
+            cells = objects.NUMATopology.obj_from_db_obj(
+                node.numa_topology).cells
+            pages = collections.Counter()
+            for page in (p for cell in cells for p in cell.mempages):
+                pages[page.size_kb] += page.used if page.size_kb != 4 else 0
+            placement = self._get_provider_usages(self.compute_rp_uuids[name])
+            usages[name] = (
+                sum(len(cell.pinned_cpus) for cell in cells), dict(+pages),
+                node.vcpus_used, node.memory_mb_used,
+                {k: v for k, v in placement.items() if v})
+        return usages
 
     def test_finish_resize_with_periodic_before_it(self):
         large = self._create_flavor(
@@ -129,7 +124,9 @@ class TestSameHostDoubleCount(base.ServersTestBase):
         }, self._usages())
         self.api.post_server_action(vm1['id'], {'revertResize': None})
         vm1 = self._wait_for_state_change(vm1, 'ACTIVE')
-        self._wait_for_migration_status(vm1, ['reverted'])
+        self._wait_for_instance_action_event(
+            vm1, 'revertResize', 'compute_finish_revert_resize',
+            'success')
         self.assertNotIn('CPUPinningInvalid', self.stdlog.logger.output)
         self.assertEqual({
             'host-a': (2, {2048: 512}, 2, 1024,

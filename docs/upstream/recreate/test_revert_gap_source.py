@@ -26,8 +26,8 @@ HOSTS = {
         [(4, 655360), (2048, 768)],
         [(4, 524288), (2048, 512), (1048576, 1)],
     ]),
-    'host-b': (1, 4, 2, 8388608, [
-        [(4, 1179648), (2048, 256), (1048576, 3)],
+    'host-b': (1, 5, 2, 8388608, [
+        [(4, 786432), (2048, 1536), (1048576, 2)],
     ]),
 }
 
@@ -46,11 +46,8 @@ class TestRevertGapSource(base.ServersTestBase):
     and pages the source's tracker shows free until the next periodic.
 
     The periodic runs on host-a (the source) in a stub of
-    ComputeAPI.finish_revert_resize, before host-b makes that call: the
-    window's interleaving at a named boundary.
-
-    Hosts and flavors: shared CPUs, 2 MiB -> 1 GiB hugepages, resize from
-    host-a to host-b.
+    ComputeAPI.finish_revert_resize, before host-b makes that call, which is
+    when the state above holds.
     """
 
     microversion = 'latest'
@@ -58,10 +55,10 @@ class TestRevertGapSource(base.ServersTestBase):
 
     def setUp(self):
         super().setUp()
-        self.flags(cpu_dedicated_set='4,5,6,7',
-                   cpu_shared_set='0,1,2,3',
+        self.flags(cpu_dedicated_set='2,3,4,5,6,7',
+                   cpu_shared_set='0,1',
                    group='compute')
-        self.flags(vcpu_pin_set=None, reserved_host_memory_mb=0)
+        self.flags(reserved_host_memory_mb=0)
         self.ctxt = nova_context.get_admin_context()
         for name, (cells, cores, threads, mem, pages) in HOSTS.items():
             info = fakelibvirt.HostInfo(
@@ -71,38 +68,38 @@ class TestRevertGapSource(base.ServersTestBase):
                     for i, p in enumerate(pages)})
             self.start_compute(hostname=name, host_info=info)
 
-    def _usage(self, hostname):
-        """(pinned pCPUs, hugepages used by size, vCPUs used, memory
-        used (MiB), placement usages) as the host's tracker saved them."""
-        node = objects.ComputeNode.get_by_nodename(self.ctxt, hostname)
-        cells = objects.NUMATopology.obj_from_db_obj(
-            node.numa_topology).cells
-        pages = collections.Counter()
-        for cell in cells:
-            for page in cell.mempages:
-                if page.size_kb != 4 and page.used:
-                    pages[page.size_kb] += page.used
-        usages = self._get_provider_usages(
-            self._get_provider_uuid_by_host(hostname))
-        return (sum(len(cell.pinned_cpus) for cell in cells), dict(pages),
-                node.vcpus_used, node.memory_mb_used,
-                {k: v for k, v in usages.items() if v})
-
     def _usages(self):
-        return {name: self._usage(name) for name in HOSTS}
+        """Per host: (pinned pCPUs, hugepages used by size, vCPUs used,
+        memory used (MiB), placement usages), as its tracker saved them."""
+        usages = {}
+        for name in HOSTS:
+            node = objects.ComputeNode.get_by_nodename(self.ctxt, name)
+            cells = objects.NUMATopology.obj_from_db_obj(
+                node.numa_topology).cells
+            pages = collections.Counter()
+            for page in (p for cell in cells for p in cell.mempages):
+                pages[page.size_kb] += page.used if page.size_kb != 4 else 0
+            placement = self._get_provider_usages(self.compute_rp_uuids[name])
+            usages[name] = (
+                sum(len(cell.pinned_cpus) for cell in cells), dict(+pages),
+                node.vcpus_used, node.memory_mb_used,
+                {k: v for k, v in placement.items() if v})
+        return usages
 
     def test_finish_revert_resize_with_periodic_before_it(self):
         large = self._create_flavor(
-            vcpu=2, memory_mb=2048, disk=1, ephemeral=0,
-            extra_spec={'hw:mem_page_size': '1048576'})
+            vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
+            extra_spec={'hw:cpu_policy': 'dedicated',
+                        'hw:mem_page_size': '2048'})
         small = self._create_flavor(
             vcpu=2, memory_mb=1024, disk=1, ephemeral=0,
-            extra_spec={'hw:mem_page_size': '2048'})
+            extra_spec={'hw:cpu_policy': 'dedicated',
+                        'hw:mem_page_size': '2048'})
         vm1 = self._create_server(
             flavor_id=small, host='host-a', networks='none')
         self.assertEqual({
-            'host-a': (0, {2048: 512}, 2, 1024,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
 
@@ -124,26 +121,28 @@ class TestRevertGapSource(base.ServersTestBase):
                 vm1['id'], {'resize': {'flavorRef': large}})
             vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
         self.assertEqual({
-            'host-a': (0, {2048: 512}, 2, 1024,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
-            'host-b': (0, {1048576: 2}, 2, 2048,
-                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'VCPU': 2}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (4, {2048: 1024}, 4, 2048,
+                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
         self.api.post_server_action(vm1['id'], {'revertResize': None})
         vm1 = self._wait_for_state_change(vm1, 'ACTIVE')
-        self._wait_for_migration_status(vm1, ['reverted'])
+        self._wait_for_instance_action_event(
+            vm1, 'revertResize', 'compute_finish_revert_resize',
+            'success')
         # FIXME(bug): this should be
-        # 'host-a': (0, {2048: 512}, 2, 1024,
-        #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+        # 'host-a': (2, {2048: 512}, 2, 1024,
+        #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
         self.assertEqual({
             'host-a': (0, {}, 0, 0,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
 
         self._run_periodics()
         self.assertEqual({
-            'host-a': (0, {2048: 512}, 2, 1024,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'VCPU': 2}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
