@@ -60,3 +60,11 @@ def test_only_more_failing_nova_tests_count_against_a_patch():
     from harness.upstream.nova_tests import bad
     assert bad("71 tests, 1 failures, 2 errors, 1 skip reasons") == 3
     assert bad("Traceback: no summary") > 10 ** 5  # a run that did not finish is the worst
+
+
+def test_a_stuck_test_run_is_said_and_counts_as_failing():
+    from harness.upstream import nova_tests
+    code, summary = nova_tests.run(["nova.tests.unit.compute.test_resource_tracker"],
+                                   timeout=0.5)
+    assert code == 124 and summary.startswith("stuck: no result in 0.5 s"), summary
+    assert nova_tests.bad(summary) > 0
