@@ -166,7 +166,7 @@ def cmd_recreate(args) -> int:
             rc, summary = nova_tests.run([path], env=env, timeout=600)
             outcome[kind] = ("passes" if rc == 0 else "fails") + f" ({summary})"
             print(f"wrote {path}: {outcome[kind]}", file=console.OUT)
-        bad += not outcome["recreate"].startswith("passes") + outcome["fixed"].startswith("passes")
+        bad += (not outcome["recreate"].startswith("passes")) + outcome["fixed"].startswith("passes")
         from harness import scenario as scenario_mod
         from harness.upstream import bugreport
         fix = os.path.join("fixes", cause.name + ".patch")

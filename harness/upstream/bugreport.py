@@ -1,6 +1,7 @@
 """An upstream-ready bug text for one item (``nova-chaos report``)."""
 from __future__ import annotations
 
+from harness.execute.item import target_roles
 from harness.upstream.export import seen_of, targets_of
 
 
@@ -91,8 +92,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     cause = rec.cause
     method = ".".join(rec.stub.rsplit(".", 2)[-2:])
     caller = rec.hosts.get(rec.item.point.split(":", 1)[0], "?")
-    struck = [rec.hosts.get(r, r) for r in ("source", "dest") if r in rec.item.target
-              or rec.item.target == "both"]
+    struck = [rec.hosts.get(r, r) for r in target_roles(rec.item.target)]
     move = scen.moves[0]
     condition = [f"- {_condition(k, v, rec.hosts)}" for k, v in cause.when.items()]
     lines = [

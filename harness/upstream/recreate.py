@@ -25,6 +25,7 @@ import time
 
 from harness.errors import UsageError
 from harness.execute.item import Item, target_roles
+from harness.upstream.export import _ident
 
 LICENCE = """\
 # Licensed under the Apache License, Version 2.0 (the "License"); you may
@@ -410,7 +411,3 @@ def _status(record, server: str) -> str:
         if f["check"] == "liveness" and f["where"] == f"server {server} status":
             return str(f["seen"]).strip("'")
     return "ACTIVE"
-
-
-def _ident(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "_", text).strip("_").lower()
