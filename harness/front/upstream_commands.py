@@ -54,7 +54,7 @@ def cmd_report(args) -> int:
         if args.cause not in by_name:
             from harness.errors import UnknownChoice
             raise UnknownChoice("root cause", args.cause, list(by_name))
-        rec = _recreate_one(by_name[args.cause], args, say=sys.stderr)
+        rec, _ = _recreate_one(by_name[args.cause], args, say=sys.stderr)
         text = bugreport.cause_text(rec, scenario_mod.load(rec.item.scenario))
     else:
         item, scen, record, found = _prepare(args.id, args)
@@ -138,7 +138,7 @@ def cmd_recreate(args) -> int:
     from harness.errors import UnknownChoice
     from harness.front.console import EXIT_FINDINGS
     from harness.oracles import causes
-    from harness.upstream import nova_tests, recreate
+    from harness.upstream import recreate
     env = os.environ.copy()  # as it was before Nova loaded here (it sets its backend's)
     by_name = {c.name: c for c in causes.load()}
     if args.all_hard == bool(args.cause):
@@ -152,20 +152,17 @@ def cmd_recreate(args) -> int:
     rows, skipped, bad = [], [], 0
     for cause in chosen:
         try:
-            out = _recreate_one(cause, args)
+            out, outcome = _recreate_one(cause, args, verify=lambda rec: _verified(rec, env))
         except UsageError as exc:
             if not args.all_hard:
                 raise
             skipped.append((cause.name, str(exc)))
             print(f"not written: {exc}", file=console.OUT)
             continue
-        outcome = {}
         for kind, text in (("recreate", out.text), ("fixed", out.fixed_text)):
-            path = os.path.join(args.out, kind, out.module_name + ".py")
-            _write(os.path.dirname(path), out.module_name + ".py", text)
-            rc, summary = nova_tests.run([path], env=env, timeout=600)
-            outcome[kind] = ("passes" if rc == 0 else "fails") + f" ({summary})"
-            print(f"wrote {path}: {outcome[kind]}", file=console.OUT)
+            _write(os.path.join(args.out, kind), out.module_name + ".py", text)
+            print(f"wrote {os.path.join(args.out, kind, out.module_name)}.py: {outcome[kind]}",
+                  file=console.OUT)
         bad += (not outcome["recreate"].startswith("passes")) + outcome["fixed"].startswith("passes")
         from harness import scenario as scenario_mod
         from harness.upstream import bugreport
@@ -203,8 +200,25 @@ def _windows(kept: str, reports: list) -> dict:
     return windows
 
 
-def _recreate_one(cause, args, say=None):
-    """The first of ``cause``'s samples a recreate test can show, moved to its boundary."""
+def _verified(rec, env) -> dict:
+    """Run ``rec``'s recreate test and its fixed form on this Nova (in a scratch
+    directory): kind -> "passes (summary)" or "fails (summary)"."""
+    import tempfile
+    from harness.upstream import nova_tests
+    outcome = {}
+    with tempfile.TemporaryDirectory(prefix="recreate-") as scratch:
+        for kind, text in (("recreate", rec.text), ("fixed", rec.fixed_text)):
+            _write(os.path.join(scratch, kind), rec.module_name + ".py", text)
+            rc, summary = nova_tests.run([os.path.join(scratch, kind, rec.module_name + ".py")],
+                                         env=env, timeout=600)
+            outcome[kind] = ("passes" if rc == 0 else "fails") + f" ({summary})"
+    return outcome
+
+
+def _recreate_one(cause, args, say=None, verify=None) -> tuple:
+    """The first of ``cause``'s samples a recreate test can show, moved to its nearest
+    boundary where it bites and (``verify``: rec -> outcome) where the recreate test
+    passes on this Nova and its fixed form fails: ``(Recreate, outcome)``."""
     from harness.front import by_cause
     from harness.front.commands import validated_item
     from harness import scenario as scenario_mod
@@ -212,18 +226,31 @@ def _recreate_one(cause, args, say=None):
     from harness.upstream import recreate
     samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
     problems = []
+    out = say or console.OUT
     for item_id in samples.get(cause.name, []):
         item = Item.parse(item_id)
         try:
             recreate.refuse_item(item)
             item, scen, traces = validated_item(item_id, args)
-            out = say or console.OUT
             print(f"{cause.name}: {item.id}", file=out)
-            at, run, record = recreate.boundary(
-                cause, item, scen, traces, say=lambda line: print(line, file=out))
-            return recreate.build(cause, at, scen, run, record, recreate.rpc_path(at.point))
+            for at, run, record in recreate.bites(cause, item, scen, traces,
+                                                  say=lambda line: print(line, file=out)):
+                try:
+                    rec = recreate.build(cause, at, scen, run, record)
+                except UsageError as exc:
+                    problems.append(str(exc))
+                    continue
+                outcome = verify(rec) if verify else None
+                if outcome is None or (outcome["recreate"].startswith("passes")
+                                       and outcome["fixed"].startswith("fails")):
+                    return rec, outcome
+                print(f"  as a test: recreate {outcome['recreate']}, fixed {outcome['fixed']}",
+                      file=out)
+                problems.append(f"at {rec.boundary.short} its recreate test "
+                                f"{outcome['recreate'].split(' (')[0]}, its fixed form "
+                                f"{outcome['fixed'].split(' (')[0]}")
         except UsageError as exc:
-            if str(exc) not in problems:
-                problems.append(str(exc))
+            problems.append(str(exc))
+    problems = list(dict.fromkeys(problems))
     raise UsageError(f"root cause {cause.name}: no sample makes a recreate test"
                      + (f" ({'; '.join(problems)})" if problems else " (it has no sample)"))

@@ -90,11 +90,12 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     """The bug text of one root cause, beside its recreate test (``recreate``)."""
     import nova.version
     cause = rec.cause
-    method = ".".join(rec.stub.rsplit(".", 2)[-2:])
+    from harness.upstream.recreate_render import LABELS
+    method, kill = rec.boundary.short, rec.boundary.kill
     caller = rec.hosts.get(rec.item.point.split(":", 1)[0], "?")
     struck = [rec.hosts.get(r, r) for r in target_roles(rec.item.target)]
     move = scen.moves[0]
-    condition = [f"- {_condition(k, v, rec.hosts)}" for k, v in cause.when.items()]
+    condition = [f"- {_condition(k, v, rec.hosts, kill)}" for k, v in cause.when.items()]
     lines = [
         f"Summary: {cause.title}",
         "",
@@ -106,7 +107,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
         "",
         f"Where in Nova: {cause.nova}",
         "",
-        "When: update_available_resource runs while, for the moving server:",
+        ("When: a compute dies (and is restarted) while, for the moving server:" if kill else
+         "When: update_available_resource runs while, for the moving server:"),
         *condition,
         "",
         "Steps to reproduce (recreate/" + rec.module_name + ".py, Nova's functional "
@@ -119,16 +121,18 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
               + (f" on {b.host}" if b.host else "") for b in scen.boots],
             f"{move.op} {move.server}" + (f" to {_flavor(scen.flavors[move.flavor])}"
                                           if move.op == "resize" else ""),
-            f"{rec.item.ending} it"], 1)],
-        f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just before "
-        f"{caller} calls {method} (the test stubs that call).",
+            *([f"{rec.item.ending} it"] if rec.in_ending or not kill else []),
+            *([f"delete {move.server}"] if kill else [])], 1)],
+        (f"Meanwhile, {caller} dies just before it calls {method}: the test restarts its "
+         "compute service in a stub of that call, which never returns." if kill else
+         f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just before "
+         f"{caller} calls {method} (the test stubs that call)."),
         "",
         "Expected vs actual, per host (pinned pCPUs, hugepages used by size, vCPUs used, "
         "memory used MiB, placement usages):",
     ]
     for step, seen, want in rec.steps:
-        label = {"move": "after the move (VERIFY_RESIZE)",
-                 "periodic": "after the next periodic"}.get(step, f"after the {step}")
+        label = LABELS.get(step, f"after the {step}")
         for host in want:
             if seen[host] != want[host]:
                 lines += [f"- {label}, {host}: expected {_usage(want[host])}",
@@ -136,6 +140,12 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
                           f"{_usage(seen[host])}"]
     lines += [f"- the periodic fails, logging {name} (update_available_resource logs it "
               "and carries on)" for name in rec.logs]
+    if rec.recovery is not None:
+        lines += [f"- after the restart, the move is left half-done: task_state "
+                  f"{rec.recovery[0]}, migration context "
+                  f"{'set' if rec.recovery[1] else 'gone'}, migration "
+                  f"{'still in progress' if rec.recovery[2] else 'over'} (expected: no task "
+                  "state, no migration context, no migration in progress)"]
     if windows:
         lines += ["", "Window: the calls of the move at which a periodic meets the condition "
                   "(a campaign striking at every call):"]
@@ -166,11 +176,17 @@ _WORDS = {
 }
 
 
-def _condition(key: str, value, hosts: dict) -> str:
+def _condition(key: str, value, hosts: dict, kill: bool = False) -> str:
     values = [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
     shown = " or ".join(values)
     host = " or ".join(hosts.get(v, v) for v in values)
     template = _WORDS.get(key, key + " is {}")
+    if kill:  # the restart's condition: the dying host's role, what placement holds
+        template = {"runs_on": "the compute that dies is the {} host ({host})",
+                    "allocations.instance": "placement holds the instance's allocation on the {} "
+                                            "host",
+                    "allocations.migration": "placement holds the migration's allocation on "
+                                             "the {} host"}.get(key, template)
     return template.format(shown, host=host).replace("True", "yes").replace("False", "no")
 
 

@@ -1,50 +1,67 @@
-"""Write one root cause as a recreate test in Nova's idiom (``export --recreate``).
+"""Write one root cause as a recreate test in Nova's idiom (``nova-chaos recreate``).
 
 A recreate test passes on the Nova it was written against, asserting the
-broken state under a ``FIXME``; its fixed form (``fixed=True``) asserts the
-ledger's values and passes once the cause is fixed. Both are written from
-one harness run of the cause's item moved to the nearest RPC boundary
-where the cause still bites (:func:`boundary`): the periodic runs in a
-``stub_out`` of that ``rpcapi`` method, before the call -- the very
-interleaving the harness injected, with no tracer and no call counting.
+broken state under a ``FIXME``; its fixed form asserts the ledger's values
+and passes once the cause is fixed. Both are written from one harness run
+of the cause's item moved to the nearest named boundary where the cause
+still bites (:func:`bites`): an ``rpcapi`` method called once in the
+trace, or, for a restart, also a libvirt driver method the dying host
+calls once -- the very interleaving the harness injected, with no tracer
+and no call counting. The text is :mod:`harness.upstream.recreate_render`'s.
 
 Values are literals: what the harness's run read from Nova at each
 checkpoint (the broken state, in the ``FIXME`` lines) and what the ledger
 says the hosts hold (the fixed form). A cause whose effect the test's
 terms (per host: pinned pCPUs, hugepages, vCPUs and memory used,
-placement usages; the log) cannot show is refused, not written blind.
+placement usages; the log; what a restart's recovery left of the move)
+cannot show is refused, not written blind.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
-import pprint
 import re
-import textwrap
 import time
 
 from harness.errors import UsageError
 from harness.execute.item import Item, target_roles
-from harness.upstream.export import _ident
 
-LICENCE = """\
-# Licensed under the Apache License, Version 2.0 (the "License"); you may
-# not use this file except in compliance with the License. You may obtain
-# a copy of the License at
-#
-#      http://www.apache.org/licenses/LICENSE-2.0
-#
-# Unless required by applicable law or agreed to in writing, software
-# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
-# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
-# License for the specific language governing permissions and limitations
-# under the License.
-"""
 #: where an RPC API's methods live: a boundary a Nova test may stub
 RPC_MODULES = ("nova.compute.rpcapi.", "nova.conductor.rpcapi.", "nova.scheduler.rpcapi.")
+DRIVER = "nova.virt.libvirt.driver.LibvirtDriver."
 ENDINGS = ("confirm", "revert")
 #: how many candidate boundaries are run before giving up
 TRIES = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class Boundary:
+    """The named call a recreate test stubs: ``kind`` rpc (class-wide) or driver (the
+    calling host's driver only); ``kill``: the caller dies there (the restart fault)."""
+
+    path: str
+    kind: str
+    kill: bool = False
+
+    @property
+    def method(self) -> str:
+        return self.path.rsplit(".", 1)[1]
+
+    @property
+    def owner(self) -> str:
+        return self.path.rsplit(".", 2)[1]
+
+    @property
+    def short(self) -> str:
+        return f"{self.owner}.{self.method}"
+
+    @property
+    def module_path(self) -> str:  # nova.compute (of nova.compute.rpcapi)
+        return self.path.rsplit(".", 3)[0]
+
+    @property
+    def alias(self) -> str:  # compute_rpcapi
+        return self.module_path.rsplit(".", 1)[-1] + "_rpcapi"
 
 
 @dataclasses.dataclass
@@ -52,60 +69,105 @@ class Recreate:
     cause: object      # causes.Cause
     item: Item         # the item at the boundary, where the cause bit
     record: object     # its campaign.Record
-    stub: str          # dotted path of the rpcapi method stubbed
+    boundary: Boundary
     steps: list        # (step, seen, expected): per host, in the test's terms
     hosts: dict        # role -> host name, in the item's run
     logs: list         # the exceptions the periodic logs (the cause's log expects)
-    module_name: str
-    text: str          # the recreate test
-    fixed_text: str    # its fixed form
+    recovery: tuple | None  # a restart: (task_state, context set, in progress) left, if any
+    in_ending: bool    # the fault strikes in the ending (after VERIFY_RESIZE)
+    status: str        # the server's status after the ending
+    module_name: str = ""
+    text: str = ""        # the recreate test
+    fixed_text: str = ""  # its fixed form
+
+    @property
+    def stub(self) -> str:
+        return self.boundary.path
+
+    @property
+    def caller(self) -> str:
+        return self.hosts.get(self.item.point.split(":", 1)[0], "the caller")
+
+    @property
+    def dying(self) -> str:
+        return self.caller
+
+    @property
+    def struck(self) -> list:
+        return [self.hosts[r] for r in target_roles(self.item.target)]
+
+    def struck_roles(self, run) -> list:
+        return [f"{run.tracer.hosts[r]} (the {r})" for r in target_roles(self.item.target)]
+
+    @property
+    def test_method(self) -> str:
+        if self.boundary.kill:
+            return f"test_{self.item.point.split(':', 1)[0]}_dies_before_{self.boundary.method}"
+        return f"test_{self.boundary.method}_with_periodic_before_it"
 
 
-def rpc_path(point_id: str) -> str | None:
-    """The ``rpcapi`` method a point calls, or None."""
+def boundary_of(point_id: str, kill: bool = False) -> Boundary | None:
+    """The named boundary a point calls, or None: an ``rpcapi`` method; with ``kill``
+    also a libvirt driver method (stubbed on the dying host's driver)."""
     from harness.upstream import trigger
     label = point_id.split(">", 1)[1].rsplit("#", 1)[0]
     try:
         path, _ = trigger.callee_path(label)
     except UsageError:
         return None
-    return path if path.startswith(RPC_MODULES) else None
+    if path.startswith(RPC_MODULES):
+        return Boundary(path, "rpc", kill)
+    if kill and path.startswith(DRIVER):
+        return Boundary(path, "driver", kill)
+    return None
+
+
+def rpc_path(point_id: str) -> str | None:
+    """The ``rpcapi`` method a point calls, or None."""
+    found = boundary_of(point_id)
+    return found.path if found else None
 
 
 def candidates(item: Item, trace: list) -> list:
-    """Items at RPC boundaries of ``trace``, nearest to ``item``'s point first; a method
-    called more than once in the trace is left out (a stub could not tell the calls apart)."""
-    paths = [rpc_path(p) for p in trace]
+    """Items at named boundaries of ``trace``, nearest to ``item``'s point first; a
+    method called more than once in the trace is left out (a stub could not tell the
+    calls apart)."""
+    from harness.explore import faults
+    kill = item.fault == faults.RESTART
+    found = [boundary_of(p, kill) for p in trace]
+    paths = [b.path if b else None for b in found]
     once = {p for p, n in collections.Counter(paths).items() if p and n == 1}
     at = trace.index(item.point) if item.point in trace else 0
-    found = [(abs(i - at), i, p) for i, p in enumerate(trace) if paths[i] in once]
-    return [dataclasses.replace(item, point=p) for _, _, p in sorted(found)]
+    near = [(abs(i - at), i, p) for i, p in enumerate(trace) if paths[i] in once]
+    return [dataclasses.replace(item, point=p) for _, _, p in sorted(near)]
 
 
 def judged_run(scen, item: Item, traces: dict) -> tuple:
     """Run ``item`` keeping what every checkpoint read: ``(run, record)``."""
     from harness.execute import campaign, runner
-    from harness.explore import injection
+    from harness.explore import faults, injection
     inj = injection.Injection(item.point, item.target, item.fault, detail=True)
-    run = runner.Run(scen, item.ending, converge_every=False)
+    run = runner.Run(scen, item.ending, converge_every=False,
+                     one_thread=faults.is_restart(item.fault))  # as campaign.run_item
     run.keep_evidence = True
     started = time.monotonic()
     run.execute(lambda r: injection.Injector(r, inj, item.window))
     return run, campaign.judge(item, run, inj, traces, None, started)
 
 
-def boundary(cause, item: Item, scen, traces: dict, say=lambda line: None) -> tuple:
-    """The nearest RPC boundary where ``cause`` bites: ``(item, run, record)``."""
-    tried = []
-    for cand in candidates(item, traces[item.ending])[:TRIES]:
+def bites(cause, item: Item, scen, traces: dict, say=lambda line: None):
+    """The named boundaries where ``cause`` bites, nearest first: ``(item, run, record)``."""
+    tried, bit = candidates(item, traces[item.ending])[:TRIES], 0
+    for cand in tried:
         run, record = judged_run(scen, cand, traces)
-        bit = cause.name in record.causes.get("bit", [])
-        say(f"  {cand.point}: {'bites' if bit else 'does not bite'} ({record.verdict})")
-        if bit:
-            return cand, run, record
-        tried.append(cand.point)
-    raise UsageError(f"root cause {cause.name}: it bites at no RPC boundary of {item.scenario} "
-                     f"near {item.point} (tried {len(tried)})")
+        bites_here = cause.name in record.causes.get("bit", [])
+        say(f"  {cand.point}: {'bites' if bites_here else 'does not bite'} ({record.verdict})")
+        if bites_here:
+            bit += 1
+            yield cand, run, record
+    raise UsageError(f"root cause {cause.name}: in {item.scenario} it bites at {bit} of the "
+                     f"{len(tried)} named boundaries a test may stub nearest {item.point}"
+                     + (" (none makes a test that passes)" if bit else ""))
 
 
 def usage(evidence, host: str, reserved_mb: int) -> dict:
@@ -132,47 +194,61 @@ def ledger(phase, host: str) -> dict:
 
 
 def steps(run, scen) -> list:
-    """``(step, seen, expected)`` after the boot, the move, the ending and one
-    periodic after it, per host (a step the ledger cannot state is left out)."""
+    """``(step, seen, expected)`` per host, at each checkpoint the run passed (boot, move,
+    ending or restart, delete after a restart) and after the periodic that follows
+    the ending, the restart or the delete (a step the ledger cannot state is left out)."""
     hosts = [h.name for h in scen.hosts]
-    by_name = {cp.name: cp for cp in run.result.checkpoints}
+    names = {"after-boot": "boot", scen.operation.mid: "move",
+             f"after-{run.ending}": run.ending, "after-restart": "restart"}
+    if run.recovery:  # a restart's run: its deletes are steps too
+        names["after-delete"] = "delete"
     out = []
-    for name, step in (("after-boot", "boot"), (scen.operation.mid, "move"),
-                       (f"after-{run.ending}", run.ending)):
-        cp = by_name.get(name)
-        if cp is None or cp.evidence is None or cp.evidence.phase.holdings is None:
+    for cp in run.result.checkpoints:
+        step = names.get(cp.name)
+        if step is None or cp.evidence is None or cp.evidence.phase.holdings is None:
             continue
         ev = cp.evidence
         want = {h: ledger(ev.phase, h) for h in hosts}
         out.append((step, {h: usage(ev, h, ev.reserved_mb) for h in hosts}, want))
-        if step == run.ending and ev.after is not None:
+        if step in (run.ending, "restart", "delete") and ev.after is not None:
             after = dataclasses.replace(ev, snap=ev.after)
-            out.append(("periodic", {h: usage(after, h, ev.reserved_mb) for h in hosts}, want))
+            label = "periodic" if step == run.ending else f"{step} periodic"
+            out.append((label, {h: usage(after, h, ev.reserved_mb) for h in hosts}, want))
     return out
 
 
-def build(cause, item: Item, scen, run, record, stub: str) -> Recreate:
+def build(cause, item: Item, scen, run, record) -> Recreate:
+    from harness.explore import faults
+    from harness.upstream import recreate_render
     refuse(scen)
+    kill = item.fault == faults.RESTART
     found = steps(run, scen)
     logs = _log_expects(cause, record)
-    if all(seen == want for _, seen, want in found) and not logs:
+    recovery = _recovery(record, scen.moves[0].server) if kill else None
+    if all(seen == want for _, seen, want in found) and not logs and recovery is None:
         raise UsageError(f"root cause {cause.name}: its effect in {item.id} does not show in a "
                          "recreate test's terms (per-host counts, placement usages, the log)")
-    name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")
-    texts = [_render(cause, item, scen, run, record, stub, found, logs, fixed)
-             for fixed in (False, True)]
+    if kill and not any(step == "restart" for step, _, _ in found):
+        raise UsageError(f"root cause {cause.name}: {item.id} never reached its restart")
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
-    return Recreate(cause, item, record, stub, found, roles, logs, name, *texts)
+    rec = Recreate(cause, item, record, boundary_of(item.point, kill), found, roles, logs,
+                   recovery, any(cp.name == scen.operation.mid for cp in run.result.checkpoints),
+                   _status(record, scen.moves[0].server))
+    rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")
+    rec.text, rec.fixed_text = (recreate_render.module(rec, scen, run, fixed)
+                                for fixed in (False, True))
+    return rec
 
 
 def refuse_item(item: Item) -> None:
-    """Before Nova loads: one resize or cold migration, the whole periodic on Nova as it is,
-    an ending a test can wait on."""
+    """Before Nova loads: one resize or cold migration, the whole periodic or a restart
+    on Nova as it is, an ending a test can ask for."""
     from harness import scenario as scenario_mod
     from harness.explore import faults
     refuse(scenario_mod.load(item.scenario))
-    if item.fault != faults.DEFAULT_FAULT:
-        raise UsageError(f"fault {item.fault}: a recreate test covers the whole periodic so far")
+    if item.fault not in (faults.DEFAULT_FAULT, faults.RESTART):
+        raise UsageError(f"fault {item.fault}: a recreate test covers the whole periodic and "
+                         "the restart so far")
     if item.mutation:
         raise UsageError("a mutation is the harness's: a recreate test is of Nova as it is")
     if item.ending not in ENDINGS:
@@ -195,12 +271,13 @@ def index(rows: list, skipped: list) -> str:
              "python -m harness.upstream.nova_tests docs/upstream/recreate/MODULE.py",
              "```",
              "",
-             "| root cause | module | from item | boundary stubbed | recreate | fixed |",
+             "| root cause | module | from item | fault at | recreate | fixed |",
              "|---|---|---|---|---|---|"]
     for out, outcome in rows:
+        how = f"{out.dying} dies before" if out.boundary.kill else "periodic before"
         lines.append(f"| {out.cause.name} | `{out.module_name}` | `{out.item.id}` | "
-                     f"`{out.stub.rsplit('.', 2)[-2]}.{out.stub.rsplit('.', 1)[-1]}` | "
-                     f"{outcome['recreate']} | {outcome['fixed']} |")
+                     f"{how} `{out.boundary.short}` | {outcome['recreate']} | "
+                     f"{outcome['fixed']} |")
     if skipped:
         lines += ["", "Not written (the operation or fault is not one a recreate test covers "
                   "yet, or the effect does not show in its terms):", ""]
@@ -226,184 +303,17 @@ def _log_expects(cause, record) -> list:
     return sorted(n for n in names if n in shown)
 
 
-def _hosts(scen) -> dict:
-    out = {}
-    for topo in scen.hosts:
-        cells = []
-        for cell in topo.cells:
-            huge = sum(size * n for size, n in cell.hugepages.items())
-            cells.append([(4, (cell.memory_mb * 1024 - huge) // 4)]
-                         + sorted(cell.hugepages.items()))
-        out[topo.name] = (len(topo.cells), topo.cores, topo.threads,
-                          sum(c.memory_mb for c in topo.cells) * 1024, cells)
-    return out
-
-
-def _hosts_lines(hosts: dict) -> list:
-    out = ["HOSTS = {"]
-    for name, (cells, cores, threads, mem, pages) in hosts.items():
-        out.append(f"    {name!r}: ({cells}, {cores}, {threads}, {mem}, [")
-        out += [f"        {cell!r}," for cell in pages]
-        out.append("    ]),")
-    return out + ["}"]
-
-
-def _cpu_set(cpus) -> str:
-    return ",".join(str(c) for c in sorted(cpus))
-
-
-def _fmt(value, indent: int) -> str:
-    text = pprint.pformat(value, width=79 - indent, sort_dicts=False)
-    return text.replace("\n", "\n" + " " * indent)
-
-
-def _bug(cause) -> str:
-    number = re.match(r"https://bugs\.launchpad\.net/nova/\+bug/(\d+)", cause.bug or "")
-    its_own = number and not re.search(r"related|sibling|face|fix does not", cause.bug)
-    return f"bug {number.group(1)}" if its_own else "bug"
-
-
-def _docstring(cause, item, scen, run, stub, caller) -> list:
-    method = stub.rsplit(".", 2)
-    paras = [cause.title[0].upper() + cause.title[1:] + ".",
-             re.sub(r"\s+", " ", cause.why.strip()),
-             f"The periodic runs on {_role_host(item, run)} in a stub of "
-             f"{method[-2]}.{method[-1]}, before {caller} makes that call, "
-             "which is when the state above holds."]
-    lines = []
-    for para in paras:
-        lines += textwrap.wrap(para, 72) + [""]
-    return lines[:-1]
-
-
-def _role_host(item, run) -> str:
-    return " and ".join(f"{run.tracer.hosts[r]} (the {r})" for r in target_roles(item.target))
-
-
-def _render(cause, item, scen, run, record, stub, found, logs, fixed) -> str:
-    hosts = {r: run.tracer.hosts[r] for r in target_roles(item.target)}
-    caller = run.tracer.hosts.get(item.point.split(":", 1)[0], "the caller")
-    module, cls_name, method = stub.rsplit(".", 2)
-    alias = module.rsplit(".", 2)[-2] + "_rpcapi"
-    cls = "Test" + "".join(w.capitalize() for w in re.split(r"[^a-zA-Z0-9]+", cause.name) if w)
-    same_host = ["        self.flags(allow_resize_to_same_host=True)"] if scen.allow_same_host else []
-    doc = _docstring(cause, item, scen, run, stub, caller)
-    body = [LICENCE, "import collections", "from unittest import mock", "",
-            f"from {module.rsplit('.', 1)[0]} import rpcapi as {alias}",
-            "from nova import context as nova_context",
-            "from nova import objects",
-            "from nova.tests.fixtures import libvirt as fakelibvirt",
-            "from nova.tests.functional.libvirt import base", "", "",
-            "# name: (cells, cores per cell, threads, memory KiB, per cell pages)",
-            *_hosts_lines(_hosts(scen)), "", "",
-            f"class {cls}(base.ServersTestBase):",
-            '    """' + doc[0], *[("    " + line) if line else "" for line in doc[1:]],
-            '    """', "",
-            "    microversion = 'latest'", "    ADMIN_API = True", "",
-            "    def setUp(self):", "        super().setUp()",
-            f"        self.flags(cpu_dedicated_set='{_cpu_set(scen.cpu_sets.dedicated)}',",
-            f"                   cpu_shared_set='{_cpu_set(scen.cpu_sets.shared)}',",
-            "                   group='compute')",
-            "        self.flags(reserved_host_memory_mb=0)", *same_host,
-            "        self.ctxt = nova_context.get_admin_context()",
-            "        for name, (cells, cores, threads, mem, pages) in HOSTS.items():",
-            "            info = fakelibvirt.HostInfo(",
-            "                cpu_nodes=cells, cpu_cores=cores, cpu_threads=threads,",
-            "                kB_mem=mem, mempages={",
-            "                    i: fakelibvirt.create_mempages(p)",
-            "                    for i, p in enumerate(pages)})",
-            "            self.start_compute(hostname=name, host_info=info)", "",
-            "    def _usages(self):",
-            '        """Per host: (pinned pCPUs, hugepages used by size, vCPUs used,',
-            '        memory used (MiB), placement usages), as its tracker saved them."""',
-            "        usages = {}",
-            "        for name in HOSTS:",
-            "            node = objects.ComputeNode.get_by_nodename(self.ctxt, name)",
-            "            cells = objects.NUMATopology.obj_from_db_obj(",
-            "                node.numa_topology).cells",
-            "            pages = collections.Counter()",
-            "            for page in (p for cell in cells for p in cell.mempages):",
-            "                pages[page.size_kb] += page.used if page.size_kb != 4 else 0",
-            "            placement = self._get_provider_usages(self.compute_rp_uuids[name])",
-            "            usages[name] = (",
-            "                sum(len(cell.pinned_cpus) for cell in cells), dict(+pages),",
-            "                node.vcpus_used, node.memory_mb_used,",
-            "                {k: v for k, v in placement.items() if v})",
-            "        return usages", "",
-            f"    def test_{method}_with_periodic_before_it(self):"]
-    for name, f in sorted(scen.flavors.items()):
-        body += [f"        {_ident(name)} = self._create_flavor(",
-                 f"            vcpu={f.vcpus}, memory_mb={f.memory_mb}, disk={f.disk_gb}, "
-                 "ephemeral=0,",
-                 f"            extra_spec={_fmt(dict(f.extra_specs), 23)})"]
-    for boot in scen.boots:
-        host = f", host={boot.host!r}" if boot.host else ""
-        body += [f"        {_ident(boot.server)} = self._create_server(",
-                 f"            flavor_id={_ident(boot.flavor)}{host}, networks='none')"]
-    move = scen.moves[0]
-    server = _ident(move.server)
-    action = (f"{{'resize': {{'flavorRef': {_ident(move.flavor)}}}}}" if move.op == "resize"
-              else f"{{'migrate': {{'host': {move.host!r}}}}}" if move.host else "{'migrate': None}")
-    checks = {step: (seen, want) for step, seen, want in found}
-    body += _check("boot", checks, fixed, cause)
-    body += ["",
-             f"        call = {alias}.{cls_name}.{method}", "",
-             "        def periodic_then_call(*args, **kwargs):"]
-    body += [f"            self.computes[{h!r}].manager.update_available_resource(\n"
-             "                self.ctxt)" for h in hosts.values()]
-    body += ["            return call(*args, **kwargs)", "",
-             f"        self.stub_out(\n            '{stub}',\n"
-             "            periodic_then_call)",
-             "        with mock.patch(",
-             "            'nova.virt.libvirt.driver.LibvirtDriver'",
-             "            '.migrate_disk_and_power_off', return_value='{}',",
-             "        ):",
-             f"            self.api.post_server_action(\n                {server}['id'], {action})",
-             f"            {server} = self._wait_for_state_change({server}, 'VERIFY_RESIZE')"]
-    body += _check("move", checks, fixed, cause)
-    ending = {"confirm": "confirmResize", "revert": "revertResize"}[item.ending]
-    status = _status(record, move.server)
-    event = {"confirm": "compute_confirm_resize", "revert": "compute_finish_revert_resize"}
-    body += [f"        self.api.post_server_action({server}['id'], {{'{ending}': None}})",
-             f"        {server} = self._wait_for_state_change({server}, '{status}')",
-             f"        self._wait_for_instance_action_event(",
-             f"            {server}, '{ending}', '{event[item.ending]}',",
-             f"            '{'error' if status == 'ERROR' else 'success'}')"]
-    for name in logs:
-        body += ([f"        self.assertNotIn('{name}', self.stdlog.logger.output)"] if fixed else
-                 [f"        # FIXME({_bug(cause)}): the periodic fails with {name}",
-                  f"        self.assertIn('{name}', self.stdlog.logger.output)"])
-    body += _check(item.ending, checks, fixed, cause)
-    if "periodic" in checks:
-        body += ["", "        self._run_periodics()"] + _check("periodic", checks, fixed, cause)
-    return "\n".join(body) + "\n"
-
-
-def _check(step: str, checks: dict, fixed: bool, cause) -> list:
-    if step not in checks:
-        return []
-    seen, want = checks[step]
-    out = []
-    if not fixed and seen != want:
-        out.append(f"        # FIXME({_bug(cause)}): this should be")
-        for host in want:
-            if seen[host] != want[host]:
-                out += [f"        # {line}" for line in _host_lines(host, want[host], 0)]
-    shown = want if fixed else seen
-    out.append("        self.assertEqual({")
-    for host in shown:
-        out += _host_lines(host, shown[host], 12)
-    return out + ["        }, self._usages())"]
-
-
-def _host_lines(host: str, usage: dict, indent: int) -> list:
-    """One host's usage as the test's tuple, wrapped at 79 columns."""
-    head = (f"{' ' * indent}{host!r}: ({usage['pinned']}, {usage['pages']!r}, "
-            f"{usage['vcpus']}, {usage['memory_mb']},")
-    tail = f"{usage['placement']!r}),"
-    if len(head) + 1 + len(tail) <= 79:
-        return [f"{head} {tail}"]
-    return [head, " " * (indent + len(repr(host)) + 3) + tail]
+def _recovery(record, server: str) -> tuple | None:
+    """What the restart's recovery left of ``server``'s move, as the test's
+    ``_move_left`` reads it: None when it left nothing (the recovery check was quiet)."""
+    left = {f["where"]: f["seen"] for f in record.findings if f["check"] == "recovery"
+            and f["where"].startswith(f"server {server} ")}
+    if not left:
+        return None
+    task = left.get(f"server {server} task_state after the restart")
+    return (task.strip("'") if isinstance(task, str) else task,
+            f"server {server} migration context after the restart" in left,
+            f"server {server} migration status after the restart" in left)
 
 
 def _status(record, server: str) -> str:
