@@ -16,27 +16,42 @@ from tests.test_cli import assert_one_line_error
 UPSTREAM = os.path.join(ROOT, "docs", "upstream")
 SHIPPED = ("recreate/test_revert_gap_source.py", "fixed/test_revert_gap_source.py",
            "bugs/revert-gap-source.txt")
+#: a restart's: the source dies before casting finish_resize (Nova's test_init_host idiom)
+SHIPPED_RESTART = ("recreate/test_restart_source_before_finish_resize.py",
+                   "fixed/test_restart_source_before_finish_resize.py",
+                   "bugs/restart-source-before-finish-resize.txt")
 
 
 def test_a_shipped_recreate_test_is_current_and_flips(tmp_path):
     shutil.copytree(os.path.join(UPSTREAM, "fixes"), tmp_path / "fixes")
     (tmp_path / "bugs").mkdir()  # the windows the bug texts give (measured, kept)
     shutil.copy(os.path.join(UPSTREAM, "bugs", "windows.json"), tmp_path / "bugs")
-    proc = cli("recreate", "revert-gap-source", "--out", str(tmp_path), timeout=900)
+    proc = cli("recreate", "revert-gap-source", "restart-source-before-finish-resize",
+               "--out", str(tmp_path), timeout=1200)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "recreate/test_revert_gap_source.py: passes" in proc.stdout, proc.stdout
-    assert "fixed/test_revert_gap_source.py: fails (1 tests, 1 failures" in proc.stdout
-    for rel in SHIPPED:
+    for name in ("test_revert_gap_source", "test_restart_source_before_finish_resize"):
+        assert f"recreate/{name}.py: passes" in proc.stdout, proc.stdout
+        assert f"fixed/{name}.py: fails (1 tests, 1 failures" in proc.stdout, proc.stdout
+    for rel in SHIPPED + SHIPPED_RESTART:
         with open(os.path.join(UPSTREAM, rel)) as shipped:
             assert (tmp_path / rel).read_text() == shipped.read(), (
                 f"docs/upstream/{rel} is stale: nova-chaos recreate --all-hard --out docs/upstream")
-    for rel in SHIPPED[:2]:
+    for rel in SHIPPED[:2] + SHIPPED_RESTART[:2]:
         text = (tmp_path / rel).read_text()
         lines = text.splitlines()
         assert text.startswith("# Licensed under the Apache License"), rel
-        assert max(map(len, lines)) <= 79 and len(lines) <= 150, rel
+        assert max(map(len, lines)) <= 79 and len(lines) <= 200, rel
         assert "harness" not in text.lower() and "nova-chaos" not in text, rel
-        assert ("# FIXME(bug)" in text) == rel.startswith("recreate"), rel
+        assert ("# FIXME(bug" in text) == rel.startswith("recreate"), rel
+    restart = (tmp_path / SHIPPED_RESTART[0]).read_text()
+    for part in ("CAST_AS_CALL = False", "self.restart_compute_service('host-a')",
+                 "time.sleep(1000000)", "'nova.compute.rpcapi.ComputeAPI.finish_resize'",
+                 "# FIXME(bug 1836369): the move is left half-done",
+                 "self.assertEqual(('resize_migrated', True, True), self._move_left(vm1))",
+                 "self._delete_server(vm1)"):
+        assert part in restart, part
+    assert "self.assertEqual((None, False, False), self._move_left(vm1))" in (
+        tmp_path / SHIPPED_RESTART[1]).read_text()
     bug = (tmp_path / SHIPPED[2]).read_text()
     for part in ("Summary: revert: a source periodic between", "Where in Nova: ",
                  "just before host-b calls ComputeAPI.finish_revert_resize",
@@ -51,8 +66,8 @@ def test_what_recreate_cannot_write_is_one_line(tmp_path):
                           "recreate needs root cause names or --all-hard")
     assert_one_line_error(cli("recreate", "no-such-cause", "--out", str(out)),
                           "unknown root cause 'no-such-cause'")
-    assert_one_line_error(cli("recreate", "restart-dest-revert-before-drop", "--out", str(out)),
-                          "root cause restart-dest-revert-before-drop: no sample makes a "
+    assert_one_line_error(cli("recreate", "live-dest-without-topology", "--out", str(out)),
+                          "root cause live-dest-without-topology: no sample makes a "
                           "recreate test")
     assert not out.exists()
 
@@ -71,6 +86,23 @@ def test_the_boundary_is_the_nearest_rpc_call_made_once():
     assert [c.point for c in recreate.candidates(item, trace)] == [trace[2]]
     assert recreate.rpc_path(trace[2]) == "nova.compute.rpcapi.ComputeAPI.finish_revert_resize"
     assert recreate.rpc_path(trace[1]) is None
+
+
+def test_a_restart_may_also_die_before_a_driver_call_its_host_makes_once():
+    """For the restart fault a libvirt driver method the trace calls once is a boundary
+    too (stubbed on the dying host's driver, as Nova's test_init_host does)."""
+    from harness.execute.item import Item
+    from harness.upstream import recreate
+    trace = ["dest:ComputeManager._finish_resize>driver.finish_migration#1",
+             "dest:ComputeManager._finish_resize>Instance.save#2",
+             "source:ComputeManager._resize_instance>driver.get_info#1",
+             "source:ComputeManager._resize_instance>driver.get_info#2"]
+    item = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "restart")
+    assert [c.point for c in recreate.candidates(item, trace)] == [trace[0]]
+    periodic = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "periodic")
+    assert recreate.candidates(periodic, trace) == []
+    found = recreate.boundary_of(trace[0], kill=True)
+    assert (found.kind, found.short) == ("driver", "LibvirtDriver.finish_migration")
 
 
 def test_a_condition_reads_in_novas_words():

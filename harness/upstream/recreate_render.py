@@ -199,18 +199,28 @@ def _restart_body(rec, scen, fixed) -> list:
             "            restarted.set()",
             "            time.sleep(1000000)", "", *die]
     if rec.in_ending:
-        ending, _ = ENDING_ACTION[rec.item.ending]
+        ending, _ = ENDING_ACTION.get(rec.item.ending, (None, None))
         body += ["        with mock.patch(", *_no_disk_copy(), "        ):",
                  f"            self.api.post_server_action(\n                {server}['id'], "
                  f"{action})",
                  f"            {server} = self._wait_for_state_change({server}, 'VERIFY_RESIZE')"]
         body += _check("move", rec, fixed)
-        body += ["        with die:",
-                 f"            self.api.post_server_action({server}['id'], {{'{ending}': None}})",
-                 "            self.assertTrue(restarted.wait(60))"]
-    else:
-        body += ["        with mock.patch(", *_no_disk_copy(), "        ), die:",
-                 f"            self.api.post_server_action(\n                {server}['id'], "
+        if rec.item.ending == "auto-confirm":  # the destination's periodic confirms it
+            body += ["        self.flags(resize_confirm_window=1)",
+                     "        time.sleep(2)  # the window passes",
+                     "        with die:",
+                     f"            self.computes[{rec.hosts['dest']!r}].manager"
+                     "._poll_unconfirmed_resizes(",
+                     "                self.ctxt)"]
+        else:
+            body += ["        with die:",
+                     f"            self.api.post_server_action({server}['id'], "
+                     f"{{'{ending}': None}})"]
+        body.append("            self.assertTrue(restarted.wait(60))")
+    else:  # dying in migrate_disk_and_power_off, the stub stands for it
+        body += (["        with die:"] if b.method == "migrate_disk_and_power_off" else
+                 ["        with mock.patch(", *_no_disk_copy(), "        ), die:"])
+        body += [f"            self.api.post_server_action(\n                {server}['id'], "
                  f"{action})",
                  "            self.assertTrue(restarted.wait(60))"]
     if rec.recovery is not None:
