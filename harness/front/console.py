@@ -25,6 +25,7 @@ def quiet():
 
 #: where results go; Nova's own chatter is sent to stderr (see load)
 OUT = sys.stdout
+_CLAIMED = False
 
 
 def claim_stdout():
@@ -34,7 +35,10 @@ def claim_stdout():
     (outside the captured test log); the table, JSON lines and replay output
     must stay clean.
     """
-    global OUT
+    global OUT, _CLAIMED
+    if _CLAIMED:  # once: a second claim would take fd 1 when it is stderr already
+        return OUT
+    _CLAIMED = True
     sys.stdout.flush()
     OUT = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
