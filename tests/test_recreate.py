@@ -98,11 +98,25 @@ def test_a_restart_may_also_die_before_a_driver_call_its_host_makes_once():
              "source:ComputeManager._resize_instance>driver.get_info#1",
              "source:ComputeManager._resize_instance>driver.get_info#2"]
     item = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "restart")
-    assert [c.point for c in recreate.candidates(item, trace)] == [trace[0]]
+    assert [c.point for c in recreate.candidates(item, trace)] == [trace[1], trace[0]]
     periodic = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "periodic")
     assert recreate.candidates(periodic, trace) == []
     found = recreate.boundary_of(trace[0], kill=True)
     assert (found.kind, found.short) == ("driver", "LibvirtDriver.finish_migration")
+
+
+def test_a_restart_may_die_at_a_save_told_apart_by_what_it_changes():
+    """An object save is called many times: it is a boundary for a restart still, its
+    stub dying at the first save that changes the fields the point's call changed."""
+    from harness.execute.item import Item
+    from harness.upstream import recreate
+    trace = ["dest:ComputeManager._finish_resize>Instance.save#1",
+             "dest:ComputeManager._finish_resize>Instance.save#2",
+             "dest:ComputeManager._finish_resize>driver.finish_migration#1"]
+    item = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "restart")
+    assert [c.point for c in recreate.candidates(item, trace)] == [trace[1], trace[0], trace[2]]
+    assert recreate.boundary_of(trace[0]) is None  # not for the periodic
+    assert recreate.boundary_of(trace[0], kill=True).kind == "save"
 
 
 def test_a_condition_reads_in_novas_words():

@@ -168,6 +168,7 @@ class Tracer(fixtures.Fixture):
         self.window = WINDOWS[window]
         self.bounds = bounds or RESIZE.bounds  # the subject's operation's
         self.on_point = on_point
+        self.call_args = None  # (args, kwargs) of the call a point names, while on_point runs
         self.points: list[Point] = []
         self.subject = None            # instance uuid whose move is traced (None: the first)
         self.roles: dict = {}          # host -> role (one host: "source" only)
@@ -340,8 +341,10 @@ class Tracer(fixtures.Fixture):
                               self.stage())
                 self.points.append(point)
                 if self.on_point is not None:
+                    self.call_args = (args, kwargs)  # what the call is about to be given
                     with self.suspended():
                         self.on_point(point)
+                    self.call_args = None
         stack.append((kind, host))
         try:
             return fn(*args, **kwargs)

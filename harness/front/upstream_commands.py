@@ -233,10 +233,10 @@ def _recreate_one(cause, args, say=None, verify=None) -> tuple:
             recreate.refuse_item(item)
             item, scen, traces = validated_item(item_id, args)
             print(f"{cause.name}: {item.id}", file=out)
-            for at, run, record in recreate.bites(cause, item, scen, traces,
-                                                  say=lambda line: print(line, file=out)):
+            for at, run, record, found in recreate.bites(
+                    cause, item, scen, traces, say=lambda line: print(line, file=out)):
                 try:
-                    rec = recreate.build(cause, at, scen, run, record)
+                    rec = recreate.build(cause, at, scen, run, record, found)
                 except UsageError as exc:
                     problems.append(str(exc))
                     continue

@@ -29,6 +29,10 @@ from harness.execute.item import Item, target_roles
 #: where an RPC API's methods live: a boundary a Nova test may stub
 RPC_MODULES = ("nova.compute.rpcapi.", "nova.conductor.rpcapi.", "nova.scheduler.rpcapi.")
 DRIVER = "nova.virt.libvirt.driver.LibvirtDriver."
+#: object saves a dying host may be stopped at: the fields whose new values tell the
+#: save apart (the ones changed at that call, as the test's stub checks them)
+SAVES = {"Instance.save": ("task_state", "vm_state", "host", "node", "power_state"),
+         "Migration.save": ("status", "dest_compute", "source_compute")}
 ENDINGS = ("confirm", "revert")
 #: how many candidate boundaries are run before giving up
 TRIES = 6
@@ -42,6 +46,11 @@ class Boundary:
     path: str
     kind: str
     kill: bool = False
+    when: tuple = ()  # a save: ((field, value), ...) changed at that call
+
+    @property
+    def object(self) -> str:
+        return self.owner
 
     @property
     def method(self) -> str:
@@ -101,6 +110,9 @@ class Recreate:
 
     @property
     def test_method(self) -> str:
+        if self.boundary.kind == "save":
+            return (f"test_{self.item.point.split(':', 1)[0]}_dies_saving_"
+                    f"{self.boundary.object.lower()}")
         if self.boundary.kill:
             return f"test_{self.item.point.split(':', 1)[0]}_dies_before_{self.boundary.method}"
         return f"test_{self.boundary.method}_with_periodic_before_it"
@@ -119,6 +131,8 @@ def boundary_of(point_id: str, kill: bool = False) -> Boundary | None:
         return Boundary(path, "rpc", kill)
     if kill and path.startswith(DRIVER):
         return Boundary(path, "driver", kill)
+    if kill and label in SAVES:
+        return Boundary(path, "save", kill)
     return None
 
 
@@ -131,40 +145,59 @@ def rpc_path(point_id: str) -> str | None:
 def candidates(item: Item, trace: list) -> list:
     """Items at named boundaries of ``trace``, nearest to ``item``'s point first; a
     method called more than once in the trace is left out (a stub could not tell the
-    calls apart)."""
+    calls apart), except a save (its stub tells them apart by the fields it changes)."""
     from harness.explore import faults
     kill = item.fault == faults.RESTART
     found = [boundary_of(p, kill) for p in trace]
     paths = [b.path if b else None for b in found]
     once = {p for p, n in collections.Counter(paths).items() if p and n == 1}
+    once |= {b.path for b in found if b and b.kind == "save"}
     at = trace.index(item.point) if item.point in trace else 0
     near = [(abs(i - at), i, p) for i, p in enumerate(trace) if paths[i] in once]
     return [dataclasses.replace(item, point=p) for _, _, p in sorted(near)]
 
 
 def judged_run(scen, item: Item, traces: dict) -> tuple:
-    """Run ``item`` keeping what every checkpoint read: ``(run, record)``."""
+    """Run ``item`` keeping what every checkpoint read: ``(run, record, the boundary as
+    its point met it)`` -- a save's with the fields that call changes."""
     from harness.execute import campaign, runner
     from harness.explore import faults, injection
     inj = injection.Injection(item.point, item.target, item.fault, detail=True)
     run = runner.Run(scen, item.ending, converge_every=False,
                      one_thread=faults.is_restart(item.fault))  # as campaign.run_item
     run.keep_evidence = True
+    found = boundary_of(item.point, faults.is_restart(item.fault))
+    seen = {}
+
+    class Seeing(injection.Injector):
+        def _on_point(self, point):
+            if point.id == item.point and found and found.kind == "save":
+                obj = self.tracer.call_args[0][0]
+                fields = SAVES[point.callee]
+                seen["when"] = tuple((f, getattr(obj, f)) for f in fields
+                                     if f in obj.obj_what_changed())
+            super()._on_point(point)
+
     started = time.monotonic()
-    run.execute(lambda r: injection.Injector(r, inj, item.window))
-    return run, campaign.judge(item, run, inj, traces, None, started)
+    run.execute(lambda r: Seeing(r, inj, item.window))
+    record = campaign.judge(item, run, inj, traces, None, started)
+    if found and found.kind == "save":
+        found = dataclasses.replace(found, when=seen.get("when", ()))
+    return run, record, found
 
 
 def bites(cause, item: Item, scen, traces: dict, say=lambda line: None):
-    """The named boundaries where ``cause`` bites, nearest first: ``(item, run, record)``."""
+    """The named boundaries where ``cause`` bites, nearest first: ``(item, run, record,
+    boundary)``; a save that changes none of the fields a stub could tell it by is not."""
     tried, bit = candidates(item, traces[item.ending])[:TRIES], 0
     for cand in tried:
-        run, record = judged_run(scen, cand, traces)
-        bites_here = cause.name in record.causes.get("bit", [])
+        run, record, found = judged_run(scen, cand, traces)
+        bites_here = (cause.name in record.causes.get("bit", [])
+                      and (found.kind != "save" or bool(found.when)))
         say(f"  {cand.point}: {'bites' if bites_here else 'does not bite'} ({record.verdict})")
         if bites_here:
             bit += 1
-            yield cand, run, record
+            yield cand, run, record, found
     raise UsageError(f"root cause {cause.name}: in {item.scenario} it bites at {bit} of the "
                      f"{len(tried)} named boundaries a test may stub nearest {item.point}"
                      + (" (none makes a test that passes)" if bit else ""))
@@ -217,7 +250,7 @@ def steps(run, scen) -> list:
     return out
 
 
-def build(cause, item: Item, scen, run, record) -> Recreate:
+def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
     from harness.explore import faults
     from harness.upstream import recreate_render
     refuse(scen)
@@ -231,7 +264,7 @@ def build(cause, item: Item, scen, run, record) -> Recreate:
     if kill and not any(step == "restart" for step, _, _ in found):
         raise UsageError(f"root cause {cause.name}: {item.id} never reached its restart")
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
-    rec = Recreate(cause, item, record, boundary_of(item.point, kill), found, roles, logs,
+    rec = Recreate(cause, item, record, boundary, found, roles, logs,
                    recovery, any(cp.name == scen.operation.mid for cp in run.result.checkpoints),
                    _status(record, scen.moves[0].server))
     rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")

@@ -188,16 +188,32 @@ def _restart_body(rec, scen, fixed) -> list:
         die = ["        die = mock.patch.object(",
                f"            self.computes[{dying!r}].driver, {b.method!r},",
                "            side_effect=die_here)"]
+    elif b.kind == "save":
+        die = [f"        die = mock.patch.object(objects.{b.object}, 'save', die_here)"]
     else:
         die = [f"        die = mock.patch(\n            '{b.path}',\n"
                "            side_effect=die_here)"]
-    body = ["", "        restarted = threading.Event()", "",
-            "        def die_here(*args, **kwargs):",
-            f"            # {dying} dies making this call: a new compute service",
-            "            # starts on its host; this thread never returns",
-            f"            self.restart_compute_service({dying!r})",
-            "            restarted.set()",
-            "            time.sleep(1000000)", "", *die]
+    body = ["", "        restarted = threading.Event()"]
+    if b.kind == "save":  # the save that changes these fields so, the first time
+        when = "{" + ", ".join(f"{f!r}: {v!r}" for f, v in b.when) + "}"
+        body += ["        dying = threading.Event()",
+                 f"        save = objects.{b.object}.save", "",
+                 "        def die_here(obj, *args, **kwargs):",
+                 "            changed = obj.obj_what_changed()",
+                 "            if dying.is_set() or not all(",
+                 "                    f in changed and getattr(obj, f) == v",
+                 f"                    for f, v in {when}.items()):",
+                 "                return save(obj, *args, **kwargs)",
+                 "            dying.set()",
+                 f"            # {dying} dies making this save: a new compute service",
+                 "            # starts on its host; this thread never returns"]
+    else:
+        body += ["", "        def die_here(*args, **kwargs):",
+                 f"            # {dying} dies making this call: a new compute service",
+                 "            # starts on its host; this thread never returns"]
+    body += [f"            self.restart_compute_service({dying!r})",
+             "            restarted.set()",
+             "            time.sleep(1000000)", "", *die]
     if rec.in_ending:
         ending, _ = ENDING_ACTION.get(rec.item.ending, (None, None))
         body += ["        with mock.patch(", *_no_disk_copy(), "        ):",
@@ -328,8 +344,10 @@ def _first_lines(text: str, most: int) -> str:
 
 def _docstring(rec, run) -> list:
     cause, b = rec.cause, rec.boundary
+    what = (f"{b.short} (the save that sets " + ", ".join(f"{f} {v}" for f, v in b.when) + ")"
+            if b.kind == "save" else b.short)
     how = (f"{rec.dying} dies there: the test restarts its compute service in a stub of "
-           f"{b.short}, before {rec.dying} makes that call, and the stub never returns, as "
+           f"{what}, before {rec.dying} makes that call, and the stub never returns, as "
            "in Nova's test_init_host; the state above holds then."
            if b.kill else
            f"The periodic runs on {' and '.join(rec.struck_roles(run))} in a stub of "
