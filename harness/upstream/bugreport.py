@@ -92,7 +92,11 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     cause = rec.cause
     from harness.upstream.recreate_render import LABELS
     method, kill = rec.boundary.short, rec.boundary.kill
+    if rec.boundary.when:  # a save, told apart by what it sets
+        method += " setting " + ", ".join(f"{f} {v}" for f, v in rec.boundary.when)
     caller = rec.hosts.get(rec.item.point.split(":", 1)[0], "?")
+    when = (f"after {caller}'s call of" if rec.boundary.after else
+            f"before {caller} calls" if not kill else "before it calls")
     struck = [rec.hosts.get(r, r) for r in target_roles(rec.item.target)]
     move = scen.moves[0]
     condition = [f"- {_condition(k, v, rec.hosts, kill)}" for k, v in cause.when.items()]
@@ -123,10 +127,10 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
                                           if move.op == "resize" else ""),
             *([f"{rec.item.ending} it"] if rec.in_ending or not kill else []),
             *([f"delete {move.server}"] if kill else [])], 1)],
-        (f"Meanwhile, {caller} dies just before it calls {method}: the test restarts its "
+        (f"Meanwhile, {caller} dies just {when} {method}: the test restarts its "
          "compute service in a stub of that call, which never returns." if kill else
-         f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just before "
-         f"{caller} calls {method} (the test stubs that call)."),
+         f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just {when} "
+         f"{method} (the test stubs that call)."),
         "",
         "Expected vs actual, per host (pinned pCPUs, hugepages used by size, vCPUs used, "
         "memory used MiB, placement usages):",

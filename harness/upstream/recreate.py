@@ -33,7 +33,8 @@ DRIVER = "nova.virt.libvirt.driver.LibvirtDriver."
 #: save apart (the ones changed at that call, as the test's stub checks them)
 SAVES = {"Instance.save": ("task_state", "vm_state", "host", "node", "power_state"),
          "Migration.save": ("status", "dest_compute", "source_compute")}
-ENDINGS = ("confirm", "revert")
+#: the endings a test asks for, per operation (the restart also auto-confirm)
+ENDINGS = {"resize": ("confirm", "revert"), "live-migration": ("success", "rollback")}
 #: how many candidate boundaries are run before giving up
 TRIES = 6
 
@@ -47,6 +48,7 @@ class Boundary:
     kind: str
     kill: bool = False
     when: tuple = ()  # a save: ((field, value), ...) changed at that call
+    after: bool = False  # the fault strikes as the call returns, not before it
 
     @property
     def object(self) -> str:
@@ -110,12 +112,15 @@ class Recreate:
 
     @property
     def test_method(self) -> str:
-        if self.boundary.kind == "save":
-            return (f"test_{self.item.point.split(':', 1)[0]}_dies_saving_"
-                    f"{self.boundary.object.lower()}")
-        if self.boundary.kill:
-            return f"test_{self.item.point.split(':', 1)[0]}_dies_before_{self.boundary.method}"
-        return f"test_{self.boundary.method}_with_periodic_before_it"
+        b, role = self.boundary, self.item.point.split(":", 1)[0]
+        when = "after" if b.after else "before"
+        if b.kill and b.kind == "save":
+            return f"test_{role}_dies_{'after_' if b.after else ''}saving_{b.object.lower()}"
+        if b.kill:
+            return f"test_{role}_dies_before_{b.method}"
+        if b.kind == "save":
+            return f"test_periodic_{when}_{role}_saves_{b.object.lower()}"
+        return f"test_{b.method}_with_periodic_{when}_it"
 
 
 def boundary_of(point_id: str, kill: bool = False) -> Boundary | None:
@@ -131,7 +136,7 @@ def boundary_of(point_id: str, kill: bool = False) -> Boundary | None:
         return Boundary(path, "rpc", kill)
     if kill and path.startswith(DRIVER):
         return Boundary(path, "driver", kill)
-    if kill and label in SAVES:
+    if label in SAVES:
         return Boundary(path, "save", kill)
     return None
 
@@ -143,9 +148,12 @@ def rpc_path(point_id: str) -> str | None:
 
 
 def candidates(item: Item, trace: list) -> list:
-    """Items at named boundaries of ``trace``, nearest to ``item``'s point first; a
-    method called more than once in the trace is left out (a stub could not tell the
-    calls apart), except a save (its stub tells them apart by the fields it changes)."""
+    """``(item, boundary point, after)`` at named boundaries of ``trace``, nearest to
+    ``item``'s point first; a method called more than once in the trace is left out (a
+    stub could not tell the calls apart), except a save (its stub tells them apart by
+    the fields it changes). Then the same boundaries struck as they return: the item
+    is at the caller's next call (``after``; not for a restart at a named call: its
+    stub could not call the real method and die, as a save's can)."""
     from harness.explore import faults
     kill = item.fault == faults.RESTART
     found = [boundary_of(p, kill) for p in trace]
@@ -153,25 +161,40 @@ def candidates(item: Item, trace: list) -> list:
     once = {p for p, n in collections.Counter(paths).items() if p and n == 1}
     once |= {b.path for b in found if b and b.kind == "save"}
     at = trace.index(item.point) if item.point in trace else 0
-    near = [(abs(i - at), i, p) for i, p in enumerate(trace) if paths[i] in once]
-    return [dataclasses.replace(item, point=p) for _, _, p in sorted(near)]
+    # the periodic tries the named calls first (a save's stub reads less plainly)
+    later = {b.path for b in found if b and b.kind == "save" and not kill}
+    near = [(paths[i] in later, abs(i - at), i, p) for i, p in enumerate(trace)
+            if paths[i] in once]
+    before = [(dataclasses.replace(item, point=p), p, False) for *_, p in sorted(near)]
+    after = []
+    for *_, i, p in sorted(near):
+        if kill and found[i].kind != "save":
+            continue
+        caller = p.split(">", 1)[0]
+        nxt = next((q for q in trace[i + 1:] if q.split(">", 1)[0] == caller), None)
+        if nxt is not None:
+            after.append((dataclasses.replace(item, point=nxt), p, True))
+    return before[:TRIES] + after[:TRIES]
 
 
-def judged_run(scen, item: Item, traces: dict) -> tuple:
-    """Run ``item`` keeping what every checkpoint read: ``(run, record, the boundary as
-    its point met it)`` -- a save's with the fields that call changes."""
+def judged_run(scen, item: Item, traces: dict, at: str | None = None,
+               after: bool = False) -> tuple:
+    """Run ``item`` keeping what every checkpoint read: ``(run, record, the boundary
+    at point ``at`` (default: the item's) as its call met it)`` -- a save's with the
+    fields that call changes."""
     from harness.execute import campaign, runner
     from harness.explore import faults, injection
+    at = at or item.point
     inj = injection.Injection(item.point, item.target, item.fault, detail=True)
     run = runner.Run(scen, item.ending, converge_every=False,
                      one_thread=faults.is_restart(item.fault))  # as campaign.run_item
     run.keep_evidence = True
-    found = boundary_of(item.point, faults.is_restart(item.fault))
+    found = boundary_of(at, faults.is_restart(item.fault))
     seen = {}
 
     class Seeing(injection.Injector):
         def _on_point(self, point):
-            if point.id == item.point and found and found.kind == "save":
+            if point.id == at and found and found.kind == "save" and not seen:
                 obj = self.tracer.call_args[0][0]
                 fields = SAVES[point.callee]
                 seen["when"] = tuple((f, getattr(obj, f)) for f in fields
@@ -181,20 +204,21 @@ def judged_run(scen, item: Item, traces: dict) -> tuple:
     started = time.monotonic()
     run.execute(lambda r: Seeing(r, inj, item.window))
     record = campaign.judge(item, run, inj, traces, None, started)
-    if found and found.kind == "save":
-        found = dataclasses.replace(found, when=seen.get("when", ()))
+    if found is not None:
+        found = dataclasses.replace(found, when=seen.get("when", ()), after=after)
     return run, record, found
 
 
 def bites(cause, item: Item, scen, traces: dict, say=lambda line: None):
     """The named boundaries where ``cause`` bites, nearest first: ``(item, run, record,
     boundary)``; a save that changes none of the fields a stub could tell it by is not."""
-    tried, bit = candidates(item, traces[item.ending])[:TRIES], 0
-    for cand in tried:
-        run, record, found = judged_run(scen, cand, traces)
+    tried, bit = candidates(item, traces[item.ending]), 0
+    for cand, at, after in tried:
+        run, record, found = judged_run(scen, cand, traces, at, after)
         bites_here = (cause.name in record.causes.get("bit", [])
                       and (found.kind != "save" or bool(found.when)))
-        say(f"  {cand.point}: {'bites' if bites_here else 'does not bite'} ({record.verdict})")
+        where = f"after {at}" if after else cand.point
+        say(f"  {where}: {'bites' if bites_here else 'does not bite'} ({record.verdict})")
         if bites_here:
             bit += 1
             yield cand, run, record, found
@@ -231,7 +255,8 @@ def steps(run, scen) -> list:
     ending or restart, delete after a restart) and after the periodic that follows
     the ending, the restart or the delete (a step the ledger cannot state is left out)."""
     hosts = [h.name for h in scen.hosts]
-    names = {"after-boot": "boot", scen.operation.mid: "move",
+    names = {"after-boot": "boot",
+             **({scen.operation.mid: "move"} if scen.operation.name == "resize" else {}),
              f"after-{run.ending}": run.ending, "after-restart": "restart"}
     if run.recovery:  # a restart's run: its deletes are steps too
         names["after-delete"] = "delete"
@@ -278,13 +303,15 @@ def refuse_item(item: Item) -> None:
     on Nova as it is, an ending a test can ask for."""
     from harness import scenario as scenario_mod
     from harness.explore import faults
-    refuse(scenario_mod.load(item.scenario))
+    scen = scenario_mod.load(item.scenario)
+    refuse(scen)
     if item.fault not in (faults.DEFAULT_FAULT, faults.RESTART):
         raise UsageError(f"fault {item.fault}: a recreate test covers the whole periodic and "
                          "the restart so far")
     if item.mutation:
         raise UsageError("a mutation is the harness's: a recreate test is of Nova as it is")
-    endings = ENDINGS + (("auto-confirm",) if item.fault == faults.RESTART else ())
+    endings = ENDINGS[scen.operation.name] + (
+        ("auto-confirm",) if item.fault == faults.RESTART else ())
     if item.ending not in endings:
         raise UsageError(f"ending {item.ending}: a recreate test ends in {' or '.join(endings)}")
 
@@ -320,9 +347,9 @@ def index(rows: list, skipped: list) -> str:
 
 
 def refuse(scen) -> None:
-    if scen.operation.name != "resize" or len(scen.moves) != 1:
+    if scen.operation.name not in ENDINGS or len(scen.moves) != 1:
         raise UsageError(f"{scen.operation.name} of {len(scen.moves)} servers: a recreate test "
-                         "covers one resize or cold migration so far")
+                         "covers one resize, cold or live migration so far")
     if any(h.sockets != 1 for h in scen.hosts):
         raise UsageError(f"{scen.name}: Nova's fake host numbers CPUs by socket first")
 

@@ -45,10 +45,11 @@ LABELS = {"move": "after the move (VERIFY_RESIZE)", "periodic": "after the next 
 
 def module(rec, scen, run, fixed: bool) -> str:
     """The recreate test of ``rec`` (``fixed``: its fixed form)."""
-    restart = rec.boundary.kill
-    body = [LICENCE, "import collections", *(["import threading", "import time"] if restart
-                                             else []), "from unittest import mock", ""]
-    if rec.boundary.kind == "rpc" and not restart:
+    restart, live = rec.boundary.kill, scen.operation.name == "live-migration"
+    threads = ["import threading"] if restart or rec.boundary.kind == "save" else []
+    body = [LICENCE, "import collections", *threads, *(["import time"] if restart else []),
+            *([] if live else ["from unittest import mock"]), ""]
+    if rec.boundary.kind == "rpc" and not restart:  # its method is called as it was
         body.append(f"from {rec.boundary.module_path} import rpcapi as "
                     f"{rec.boundary.alias}")
     body += ["from nova import context as nova_context", "from nova import objects",
@@ -63,7 +64,8 @@ def module(rec, scen, run, fixed: bool) -> str:
         body += _move_left_helper()
     body += [f"    def {rec.test_method}(self):", *_flavors_and_boots(scen),
              *_check("boot", rec, fixed)]
-    body += (_restart_body if restart else _periodic_body)(rec, scen, fixed)
+    body += (_restart_body if restart else _live_body if live else _periodic_body)(
+        rec, scen, fixed)
     return "\n".join(body) + "\n"
 
 
@@ -73,7 +75,10 @@ def _head(rec, scen, run) -> list:
                            if w)
     same_host = ["        self.flags(allow_resize_to_same_host=True)"] if scen.allow_same_host else []
     doc = _docstring(rec, run)
-    return [f"class {cls}(base.ServersTestBase):",
+    live = scen.operation.name == "live-migration"
+    bases = "base.LibvirtMigrationMixin, base.ServersTestBase" if live else "base.ServersTestBase"
+    line = f"class {cls}({bases}):"
+    return [*([line] if len(line) <= 79 else [f"class {cls}(", f"        {bases}):"]),
             '    """' + doc[0], *[("    " + line) if line else "" for line in doc[1:]],
             '    """', "",
             "    microversion = 'latest'", "    ADMIN_API = True",
@@ -108,7 +113,72 @@ def _head(rec, scen, run) -> list:
             "                sum(len(cell.pinned_cpus) for cell in cells), dict(+pages),",
             "                node.vcpus_used, node.memory_mb_used,",
             "                {k: v for k, v in placement.items() if v})",
-            "        return usages", ""]
+            "        return usages", "", *(_migrate_stub(rec) if live else [])]
+
+
+def _migrate_stub(rec) -> list:
+    """Nova's fake libvirt migrates nothing: the job is the test's (as in
+    test_numa_live_migration), it succeeds or fails as the ending says."""
+    src, dest = rec.hosts["source"], rec.hosts["dest"]
+    conn = f"self.computes[{src!r}].driver._host.get_connection()"
+    if rec.item.ending == "success":
+        return ["    def _migrate_stub(self, domain, destination, params, flags):",
+                '        """The guest starts on the destination; the job completes."""',
+                f"        self.computes[{dest!r}].driver._host.get_connection().createXML(",
+                "            params['destination_xml'],",
+                "            'fake-createXML-doesnt-care-about-flags')",
+                f"        conn = {conn}",
+                "        conn.lookupByUUIDString(self.server['id']).complete_job()", ""]
+    return ["    def _migrate_stub(self, domain, destination, params, flags):",
+            '        """The job fails: the guest stays on the source."""',
+            f"        conn = {conn}",
+            "        conn.lookupByUUIDString(self.server['id']).fail_job()", ""]
+
+
+def _periodic_stub(rec) -> list:
+    """The periodic on the struck hosts, in a stub of the boundary, before the call."""
+    b = rec.boundary
+    periodic = [f"self.computes[{h!r}].manager.update_available_resource(" for h in rec.struck]
+    if b.kind == "save":  # the first save that changes these fields so
+        when = "{" + ", ".join(f"{f!r}: {v!r}" for f, v in b.when) + "}"
+        strike = [f"                {line}\n                    self.ctxt)" for line in periodic]
+        body = ["", "        struck = threading.Event()",
+                f"        save = objects.{b.object}.save", "",
+                "        def save_and_periodic(obj, *args, **kwargs):",
+                "            changed = obj.obj_what_changed()",
+                "            strike = not struck.is_set() and all(",
+                "                f in changed and getattr(obj, f) == v",
+                f"                for f, v in {when}.items())",
+                "            if strike:",
+                "                struck.set()", *([] if b.after else strike),
+                "            result = save(obj, *args, **kwargs)",
+                *(["            if strike:", *strike] if b.after else []),
+                "            return result", ""]
+        return body + [f"        self.stub_out(\n            '{b.path}',\n"
+                       "            save_and_periodic)"]
+    run = [f"            {line}\n                self.ctxt)" for line in periodic]
+    body = ["", f"        call = {b.alias}.{b.owner}.{b.method}", ""]
+    if b.after:
+        body += ["        def call_then_periodic(*args, **kwargs):",
+                 "            result = call(*args, **kwargs)", *run, "            return result"]
+    else:
+        body += ["        def periodic_then_call(*args, **kwargs):", *run,
+                 "            return call(*args, **kwargs)"]
+    stub = "call_then_periodic" if b.after else "periodic_then_call"
+    return body + ["", f"        self.stub_out(\n            '{b.path}',\n            {stub})"]
+
+
+def _live_body(rec, scen, fixed) -> list:
+    server = _ident(scen.moves[0].server)
+    status = "completed" if rec.item.ending == "success" else "failed"
+    body = _periodic_stub(rec)
+    body += [f"        self.server = {server}",
+             f"        {server} = self._live_migrate(",
+             f"            {server}, {status!r}, host={scen.moves[0].host!r})"]
+    body += _check(rec.item.ending, rec, fixed)
+    if any(step == "periodic" for step, _, _ in rec.steps):
+        body += ["", "        self._run_periodics()"] + _check("periodic", rec, fixed)
+    return body
 
 
 def _move_left_helper() -> list:
@@ -152,15 +222,9 @@ def _no_disk_copy() -> list:
 
 
 def _periodic_body(rec, scen, fixed) -> list:
-    b = rec.boundary
     server, action = _action(scen)
-    body = ["", f"        call = {b.alias}.{b.owner}.{b.method}", "",
-            "        def periodic_then_call(*args, **kwargs):"]
-    body += [f"            self.computes[{h!r}].manager.update_available_resource(\n"
-             "                self.ctxt)" for h in rec.struck]
-    body += ["            return call(*args, **kwargs)", "",
-             f"        self.stub_out(\n            '{b.path}',\n            periodic_then_call)",
-             "        with mock.patch(", *_no_disk_copy(), "        ):",
+    body = _periodic_stub(rec)
+    body += ["        with mock.patch(", *_no_disk_copy(), "        ):",
              f"            self.api.post_server_action(\n                {server}['id'], {action})",
              f"            {server} = self._wait_for_state_change({server}, 'VERIFY_RESIZE')"]
     body += _check("move", rec, fixed)
@@ -205,7 +269,9 @@ def _restart_body(rec, scen, fixed) -> list:
                  f"                    for f, v in {when}.items()):",
                  "                return save(obj, *args, **kwargs)",
                  "            dying.set()",
-                 f"            # {dying} dies making this save: a new compute service",
+                 *(["            save(obj, *args, **kwargs)"] if b.after else []),
+                 f"            # {dying} dies {'after' if b.after else 'making'} this save: "
+                 "a new compute service",
                  "            # starts on its host; this thread never returns"]
     else:
         body += ["", "        def die_here(*args, **kwargs):",
@@ -346,13 +412,15 @@ def _docstring(rec, run) -> list:
     cause, b = rec.cause, rec.boundary
     what = (f"{b.short} (the save that sets " + ", ".join(f"{f} {v}" for f, v in b.when) + ")"
             if b.kind == "save" else b.short)
+    when = "as that call returns to" if b.after else "before"
     how = (f"{rec.dying} dies there: the test restarts its compute service in a stub of "
-           f"{what}, before {rec.dying} makes that call, and the stub never returns, as "
-           "in Nova's test_init_host; the state above holds then."
+           f"{what}, {when} {rec.dying} {'' if b.after else 'makes that call'}".rstrip()
+           + ", and the stub never returns, as in Nova's test_init_host; the state above "
+           "holds then."
            if b.kill else
            f"The periodic runs on {' and '.join(rec.struck_roles(run))} in a stub of "
-           f"{b.short}, before {rec.caller} makes that call, which is when the state "
-           "above holds.")
+           f"{what}, {when} {rec.caller}{'' if b.after else ' makes that call'}, which is "
+           "when the state above holds.")
     paras = [cause.title[0].upper() + cause.title[1:] + ".", _first_lines(cause.why, 8), how]
     lines = []
     for para in paras:
