@@ -66,24 +66,28 @@ def test_what_recreate_cannot_write_is_one_line(tmp_path):
                           "recreate needs root cause names or --all-hard")
     assert_one_line_error(cli("recreate", "no-such-cause", "--out", str(out)),
                           "unknown root cause 'no-such-cause'")
-    assert_one_line_error(cli("recreate", "live-dest-without-topology", "--out", str(out)),
-                          "root cause live-dest-without-topology: no sample makes a "
-                          "recreate test")
+    assert_one_line_error(cli("recreate", "evacuate-gap-dest-split", "--out", str(out)),
+                          "root cause evacuate-gap-dest-split: no sample makes a "
+                          "recreate test (fault split: a recreate test covers the whole "
+                          "periodic and the restart so far)")
     assert not out.exists()
 
 
 def test_the_boundary_is_the_nearest_rpc_call_made_once():
-    """Candidates are rpcapi calls, nearest to the cause's point first; a method called
-    twice in the trace is left out (a stub could not tell its calls apart)."""
+    """Candidates are rpcapi calls, nearest to the cause's point first (a method called
+    twice in the trace is left out: a stub could not tell its calls apart), then saves
+    (told apart by what they set), then the same struck as they return."""
     from harness.execute.item import Item
     from harness.upstream import recreate
     trace = ["source:ComputeManager._resize_instance>compute_rpc.finish_resize#1",
              "dest:ComputeManager.revert_resize>Instance.save#1",
              "dest:ComputeManager.revert_resize>compute_rpc.finish_revert_resize#1",
-             "dest:ComputeManager.revert_resize>Migration.save#1",
+             "dest:ComputeManager.revert_resize>Flavor._load_projects#1",
              "source:ComputeManager._resize_instance>compute_rpc.finish_resize#2"]
     item = Item("pinned-hugepages", trace[3], "source", "revert", None, "lifecycle", "periodic")
-    assert [c.point for c in recreate.candidates(item, trace)] == [trace[2]]
+    cands = recreate.candidates(item, trace)
+    assert [c.point for c, _, after in cands if not after] == [trace[2], trace[1]]
+    assert (trace[3], trace[2], True) in [(c.point, at, after) for c, at, after in cands]
     assert recreate.rpc_path(trace[2]) == "nova.compute.rpcapi.ComputeAPI.finish_revert_resize"
     assert recreate.rpc_path(trace[1]) is None
 
@@ -98,9 +102,10 @@ def test_a_restart_may_also_die_before_a_driver_call_its_host_makes_once():
              "source:ComputeManager._resize_instance>driver.get_info#1",
              "source:ComputeManager._resize_instance>driver.get_info#2"]
     item = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "restart")
-    assert [c.point for c in recreate.candidates(item, trace)] == [trace[1], trace[0]]
+    assert [(c.point, after) for c, _, after in recreate.candidates(item, trace)] == [
+        (trace[1], False), (trace[0], False)]
     periodic = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "periodic")
-    assert recreate.candidates(periodic, trace) == []
+    assert [c.point for c, _, _ in recreate.candidates(periodic, trace)] == [trace[1]]
     found = recreate.boundary_of(trace[0], kill=True)
     assert (found.kind, found.short) == ("driver", "LibvirtDriver.finish_migration")
 
@@ -114,9 +119,13 @@ def test_a_restart_may_die_at_a_save_told_apart_by_what_it_changes():
              "dest:ComputeManager._finish_resize>Instance.save#2",
              "dest:ComputeManager._finish_resize>driver.finish_migration#1"]
     item = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "restart")
-    assert [c.point for c in recreate.candidates(item, trace)] == [trace[1], trace[0], trace[2]]
-    assert recreate.boundary_of(trace[0]) is None  # not for the periodic
+    assert [(c.point, at, after) for c, at, after in recreate.candidates(item, trace)] == [
+        (trace[1], trace[1], False), (trace[0], trace[0], False), (trace[2], trace[2], False),
+        (trace[2], trace[1], True), (trace[1], trace[0], True)]
     assert recreate.boundary_of(trace[0], kill=True).kind == "save"
+    periodic = Item("pinned-hugepages", trace[1], "dest", "confirm", None, "resize", "periodic")
+    assert [(c.point, after) for c, _, after in recreate.candidates(periodic, trace)] == [
+        (trace[1], False), (trace[0], False), (trace[2], True), (trace[1], True)]
 
 
 def test_a_condition_reads_in_novas_words():

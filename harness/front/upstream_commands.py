@@ -139,7 +139,6 @@ def cmd_recreate(args) -> int:
     from harness.front.console import EXIT_FINDINGS
     from harness.oracles import causes
     from harness.upstream import recreate
-    env = os.environ.copy()  # as it was before Nova loaded here (it sets its backend's)
     by_name = {c.name: c for c in causes.load()}
     if args.all_hard == bool(args.cause):
         raise UsageError("recreate needs root cause names or --all-hard (not both)")
@@ -149,32 +148,78 @@ def cmd_recreate(args) -> int:
     chosen = ([c for c in by_name.values() if c.klass == "hard"] if args.all_hard
               else [by_name[n] for n in args.cause])
     windows = _windows(os.path.join(args.out, "bugs", "windows.json"), args.windows or [])
-    rows, skipped, bad = [], [], 0
+    jobs = console.jobs(args)
+    if args.all_hard and jobs > 1:
+        rows = _recreate_in_workers([c.name for c in chosen], args, jobs)
+    else:
+        rows = _recreate_here(chosen, args, windows, tolerant=args.all_hard or bool(args.rows))
+    if args.rows:  # a worker's: the parent writes the index
+        import json
+        from harness import files
+        files.atomic_write(args.rows, json.dumps(rows))
+    elif args.all_hard:
+        _write(os.path.join(args.out, "recreate"), "README.md", recreate.index(rows))
+    bad = sum(1 for r in rows if "module" in r and (not r["recreate"].startswith("passes")
+                                                    or r["fixed"].startswith("passes")))
+    return EXIT_FINDINGS if bad else EXIT_OK
+
+
+def _recreate_here(chosen, args, windows: dict, tolerant: bool) -> list:
+    """Write each cause's test, fixed form and bug text: the index rows (dicts)."""
+    from harness import scenario as scenario_mod
+    from harness.upstream import bugreport
+    env = os.environ.copy()  # as it was before Nova loaded here (it sets its backend's)
+    rows = []
     for cause in chosen:
         try:
             out, outcome = _recreate_one(cause, args, verify=lambda rec: _verified(rec, env))
         except UsageError as exc:
-            if not args.all_hard:
+            if not tolerant:
                 raise
-            skipped.append((cause.name, str(exc)))
+            rows.append({"cause": cause.name, "skipped": str(exc)})
             print(f"not written: {exc}", file=console.OUT)
             continue
         for kind, text in (("recreate", out.text), ("fixed", out.fixed_text)):
             _write(os.path.join(args.out, kind), out.module_name + ".py", text)
             print(f"wrote {os.path.join(args.out, kind, out.module_name)}.py: {outcome[kind]}",
                   file=console.OUT)
-        bad += (not outcome["recreate"].startswith("passes")) + outcome["fixed"].startswith("passes")
-        from harness import scenario as scenario_mod
-        from harness.upstream import bugreport
         fix = os.path.join("fixes", cause.name + ".patch")
         text = bugreport.cause_text(out, scenario_mod.load(out.item.scenario),
                                     fix if os.path.exists(os.path.join(args.out, fix)) else None,
                                     windows.get(cause.name, {}))
         _write(os.path.join(args.out, "bugs"), cause.name + ".txt", text)
-        rows.append((out, outcome))
-    if args.all_hard:
-        _write(os.path.join(args.out, "recreate"), "README.md", recreate.index(rows, skipped))
-    return EXIT_FINDINGS if bad else EXIT_OK
+        b = out.boundary
+        how = (f"{out.dying} dies {'after' if b.after else 'before'}" if b.kill
+               else f"periodic {'after' if b.after else 'before'}")
+        rows.append({"cause": cause.name, "module": out.module_name, "item": out.item.id,
+                     "how": f"{how} `{b.short}`" + (" (" + ", ".join(
+                         f"{f} {v}" for f, v in b.when) + ")" if b.when else ""),
+                     "recreate": outcome["recreate"], "fixed": outcome["fixed"]})
+    return rows
+
+
+def _recreate_in_workers(names: list, args, jobs: int) -> list:
+    """``recreate`` of ``names`` shared round-robin among ``jobs`` processes (each loads
+    Nova and runs its causes' harness runs and tests); their rows, in ``names``' order."""
+    import json
+    import subprocess
+    import tempfile
+    parts = [names[k::jobs] for k in range(jobs) if names[k::jobs]]
+    with tempfile.TemporaryDirectory(prefix="recreate-rows-") as scratch:
+        procs = []
+        for k, part in enumerate(parts):
+            rows = os.path.join(scratch, f"{k}.json")
+            cmd = [sys.executable, "-m", "harness", "recreate", "--out", args.out,
+                   "--rows", rows, *(["--backend", args.backend] if args.backend else []), *part]
+            procs.append((subprocess.Popen(cmd), rows))
+        found = {}
+        for proc, rows in procs:
+            proc.wait()
+            if not os.path.exists(rows):
+                raise UsageError(f"recreate: a worker failed (exit {proc.returncode})")
+            with open(rows) as fh:
+                found.update({r["cause"]: r for r in json.load(fh)})
+    return [found[n] for n in names]
 
 
 def _windows(kept: str, reports: list) -> dict:

@@ -34,7 +34,8 @@ DRIVER = "nova.virt.libvirt.driver.LibvirtDriver."
 SAVES = {"Instance.save": ("task_state", "vm_state", "host", "node", "power_state"),
          "Migration.save": ("status", "dest_compute", "source_compute")}
 #: the endings a test asks for, per operation (the restart also auto-confirm)
-ENDINGS = {"resize": ("confirm", "revert"), "live-migration": ("success", "rollback")}
+ENDINGS = {"resize": ("confirm", "revert"), "live-migration": ("success", "rollback"),
+           "evacuate": ("source-restart",)}
 #: how many candidate boundaries are run before giving up
 TRIES = 6
 
@@ -144,7 +145,7 @@ def boundary_of(point_id: str, kill: bool = False) -> Boundary | None:
 def rpc_path(point_id: str) -> str | None:
     """The ``rpcapi`` method a point calls, or None."""
     found = boundary_of(point_id)
-    return found.path if found else None
+    return found.path if found and found.kind == "rpc" else None
 
 
 def candidates(item: Item, trace: list) -> list:
@@ -255,8 +256,9 @@ def steps(run, scen) -> list:
     ending or restart, delete after a restart) and after the periodic that follows
     the ending, the restart or the delete (a step the ledger cannot state is left out)."""
     hosts = [h.name for h in scen.hosts]
-    names = {"after-boot": "boot",
-             **({scen.operation.mid: "move"} if scen.operation.name == "resize" else {}),
+    names = {"after-boot": "boot", "fenced": "fence",
+             **({scen.operation.mid: "move"} if scen.operation.name != "live-migration"
+                else {}),
              f"after-{run.ending}": run.ending, "after-restart": "restart"}
     if run.recovery:  # a restart's run: its deletes are steps too
         names["after-delete"] = "delete"
@@ -310,14 +312,18 @@ def refuse_item(item: Item) -> None:
                          "the restart so far")
     if item.mutation:
         raise UsageError("a mutation is the harness's: a recreate test is of Nova as it is")
+    if item.fault == faults.RESTART and scen.operation.name != "resize":
+        raise UsageError(f"fault restart in {scen.operation.name}: a recreate test covers a "
+                         "restart in a resize or cold migration so far")
     endings = ENDINGS[scen.operation.name] + (
         ("auto-confirm",) if item.fault == faults.RESTART else ())
     if item.ending not in endings:
         raise UsageError(f"ending {item.ending}: a recreate test ends in {' or '.join(endings)}")
 
 
-def index(rows: list, skipped: list) -> str:
-    """The README of the recreate tests written by ``recreate --all-hard``."""
+def index(rows: list) -> str:
+    """The README of the recreate tests written by ``recreate --all-hard``: one row per
+    cause (a dict: cause, module, item, how, recreate, fixed; or cause, skipped)."""
     import nova.version
     lines = ["# Recreate tests, one per hard root cause",
              "",
@@ -334,22 +340,23 @@ def index(rows: list, skipped: list) -> str:
              "",
              "| root cause | module | from item | fault at | recreate | fixed |",
              "|---|---|---|---|---|---|"]
-    for out, outcome in rows:
-        how = f"{out.dying} dies before" if out.boundary.kill else "periodic before"
-        lines.append(f"| {out.cause.name} | `{out.module_name}` | `{out.item.id}` | "
-                     f"{how} `{out.boundary.short}` | {outcome['recreate']} | "
-                     f"{outcome['fixed']} |")
+    written = [r for r in rows if "module" in r]
+    skipped = [r for r in rows if "module" not in r]
+    for r in written:
+        lines.append(f"| {r['cause']} | `{r['module']}` | `{r['item']}` | {r['how']} | "
+                     f"{r['recreate']} | {r['fixed']} |")
     if skipped:
         lines += ["", "Not written (the operation or fault is not one a recreate test covers "
                   "yet, or the effect does not show in its terms):", ""]
-        lines += [f"- {name}: {why.split(': ', 1)[-1]}" for name, why in skipped]
+        lines += [f"- {r['cause']}: {r['skipped'].split(': ', 1)[-1]}" for r in skipped]
+    lines += ["", f"{len(written)} of {len(rows)} hard root causes written."]
     return "\n".join(lines) + "\n"
 
 
 def refuse(scen) -> None:
     if scen.operation.name not in ENDINGS or len(scen.moves) != 1:
         raise UsageError(f"{scen.operation.name} of {len(scen.moves)} servers: a recreate test "
-                         "covers one resize, cold or live migration so far")
+                         "covers one resize, cold or live migration or evacuation so far")
     if any(h.sockets != 1 for h in scen.hosts):
         raise UsageError(f"{scen.name}: Nova's fake host numbers CPUs by socket first")
 

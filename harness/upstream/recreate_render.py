@@ -39,6 +39,7 @@ ENDING_ACTION = {"confirm": ("confirmResize", "compute_confirm_resize"),
 DONE = ("confirmed", "reverted", "error", "failed", "completed", "cancelled", "done")
 #: step -> how the bug text says it
 LABELS = {"move": "after the move (VERIFY_RESIZE)", "periodic": "after the next periodic",
+          "fence": "after the source is fenced", "source-restart": "after the source restarts",
           "restart": "after the restart", "restart periodic": "after the restart and a periodic",
           "delete": "after the delete", "delete periodic": "after the delete and a periodic"}
 
@@ -48,7 +49,8 @@ def module(rec, scen, run, fixed: bool) -> str:
     restart, live = rec.boundary.kill, scen.operation.name == "live-migration"
     threads = ["import threading"] if restart or rec.boundary.kind == "save" else []
     body = [LICENCE, "import collections", *threads, *(["import time"] if restart else []),
-            *([] if live else ["from unittest import mock"]), ""]
+            *(["from unittest import mock"] if restart or scen.operation.name == "resize"
+              else []), ""]
     if rec.boundary.kind == "rpc" and not restart:  # its method is called as it was
         body.append(f"from {rec.boundary.module_path} import rpcapi as "
                     f"{rec.boundary.alias}")
@@ -58,14 +60,18 @@ def module(rec, scen, run, fixed: bool) -> str:
              "# name: (cells, cores per cell, threads, memory KiB, per cell pages)",
              *_hosts_lines(_hosts(scen)), *(["#: migration statuses no longer in progress",
                                             *_done_lines()] if restart else []),
+             *(["#: what the save the fault strikes at sets",
+                f"SAVING = {_fmt(dict(rec.boundary.when), 9)}"]
+               if rec.boundary.kind == "save" else []),
              "", "",
              *_head(rec, scen, run)]
     if restart:
         body += _move_left_helper()
     body += [f"    def {rec.test_method}(self):", *_flavors_and_boots(scen),
              *_check("boot", rec, fixed)]
-    body += (_restart_body if restart else _live_body if live else _periodic_body)(
-        rec, scen, fixed)
+    op = scen.operation.name
+    body += (_restart_body if restart else _live_body if live else
+             _evacuate_body if op == "evacuate" else _periodic_body)(rec, scen, fixed)
     return "\n".join(body) + "\n"
 
 
@@ -140,7 +146,7 @@ def _periodic_stub(rec) -> list:
     b = rec.boundary
     periodic = [f"self.computes[{h!r}].manager.update_available_resource(" for h in rec.struck]
     if b.kind == "save":  # the first save that changes these fields so
-        when = "{" + ", ".join(f"{f!r}: {v!r}" for f, v in b.when) + "}"
+        when = "SAVING"
         strike = [f"                {line}\n                    self.ctxt)" for line in periodic]
         body = ["", "        struck = threading.Event()",
                 f"        save = objects.{b.object}.save", "",
@@ -176,6 +182,28 @@ def _live_body(rec, scen, fixed) -> list:
              f"        {server} = self._live_migrate(",
              f"            {server}, {status!r}, host={scen.moves[0].host!r})"]
     body += _check(rec.item.ending, rec, fixed)
+    if any(step == "periodic" for step, _, _ in rec.steps):
+        body += ["", "        self._run_periodics()"] + _check("periodic", rec, fixed)
+    return body
+
+
+def _evacuate_body(rec, scen, fixed) -> list:
+    server, move = _ident(scen.moves[0].server), scen.moves[0]
+    src = next(b.host for b in scen.boots if b.server == move.server)
+    body = ["", f"        # {src} fails: its compute stops, its service is forced down",
+            f"        self.computes[{src!r}].stop()",
+            "        service = self.api.get_services(",
+            f"            host={src!r}, binary='nova-compute')[0]",
+            "        self.api.put_service(service['id'], {'forced_down': True})"]
+    body += _check("fence", rec, fixed) + _periodic_stub(rec)
+    body += ["        self.api.microversion = '2.94'  # the guest keeps running",
+             f"        {server} = self._evacuate_server(",
+             f"            {server}, {{'host': {move.host!r}}}, expected_host={move.host!r},",
+             "            expected_state='ACTIVE')"]
+    body += _check("move", rec, fixed)
+    body += [f"        self.restart_compute_service({src!r})",
+             "        self.api.put_service(service['id'], {'forced_down': False})"]
+    body += _check("source-restart", rec, fixed)
     if any(step == "periodic" for step, _, _ in rec.steps):
         body += ["", "        self._run_periodics()"] + _check("periodic", rec, fixed)
     return body
@@ -259,7 +287,7 @@ def _restart_body(rec, scen, fixed) -> list:
                "            side_effect=die_here)"]
     body = ["", "        restarted = threading.Event()"]
     if b.kind == "save":  # the save that changes these fields so, the first time
-        when = "{" + ", ".join(f"{f!r}: {v!r}" for f, v in b.when) + "}"
+        when = "SAVING"
         body += ["        dying = threading.Event()",
                  f"        save = objects.{b.object}.save", "",
                  "        def die_here(obj, *args, **kwargs):",
