@@ -43,11 +43,7 @@ class TestRevertGapDest(base.ServersTestBase):
     after revert_migration_context -- the source's NUMA topology, whose
     cells it pins where it has a cell of that id (host-a's pCPU numbers in
     host-b's cell: hard on two-cell destinations; counters only on a one-
-    cell one). Nothing undoes it until the next periodic. Stated over the
-    destination's dropped claim and the instance's reverted topology, not
-    the migration's status: a fix that moves the 'reverted' save
-    (docs/upstream/fixes/revert-gap-source.patch) leaves this cause as it
-    is.
+    cell one). Nothing undoes it until the next periodic.
 
     The periodic runs on host-b (the dest) in a stub of
     ComputeAPI.finish_revert_resize, before host-b makes that call, which is
