@@ -135,7 +135,7 @@ def build_parser():
     sp.add_argument("--windows", action="append", metavar="REPORT.json",
                     help="campaign reports (run --json) whose root causes' windows the bug "
                     "texts give, kept in OUT/bugs/windows.json for later runs (repeatable)")
-    sp.add_argument("--jobs", default="1", help="with --all-hard: the causes are shared "
+    sp.add_argument("--jobs", default="1", help="the causes are shared "
                     "among this many processes (default: 1)")
     sp.add_argument("--rows", help=argparse.SUPPRESS)  # a --jobs worker's: its index rows
     sp.add_argument("--backend", **backend)

@@ -149,7 +149,7 @@ def cmd_recreate(args) -> int:
               else [by_name[n] for n in args.cause])
     windows = _windows(os.path.join(args.out, "bugs", "windows.json"), args.windows or [])
     jobs = console.jobs(args)
-    if args.all_hard and jobs > 1:
+    if jobs > 1 and len(chosen) > 1:
         rows = _recreate_in_workers([c.name for c in chosen], args, jobs)
     else:
         rows = _recreate_here(chosen, args, windows, tolerant=args.all_hard or bool(args.rows))
@@ -157,8 +157,9 @@ def cmd_recreate(args) -> int:
         import json
         from harness import files
         files.atomic_write(args.rows, json.dumps(rows))
-    elif args.all_hard:
-        _write(os.path.join(args.out, "recreate"), "README.md", recreate.index(rows))
+    else:
+        hard = [c.name for c in by_name.values() if c.klass == "hard"]
+        _index(os.path.join(args.out, "recreate"), rows, hard)
     bad = sum(1 for r in rows if "module" in r and (not r["recreate"].startswith("passes")
                                                     or r["fixed"].startswith("passes")))
     return EXIT_FINDINGS if bad else EXIT_OK
@@ -188,14 +189,29 @@ def _recreate_here(chosen, args, windows: dict, tolerant: bool) -> list:
                                     fix if os.path.exists(os.path.join(args.out, fix)) else None,
                                     windows.get(cause.name, {}))
         _write(os.path.join(args.out, "bugs"), cause.name + ".txt", text)
-        b = out.boundary
-        how = (f"{out.dying} dies {'after' if b.after else 'before'}" if b.kill
-               else f"periodic {'after' if b.after else 'before'}")
         rows.append({"cause": cause.name, "module": out.module_name, "item": out.item.id,
-                     "how": f"{how} `{b.short}`" + (" (" + ", ".join(
-                         f"{f} {v}" for f, v in b.when) + ")" if b.when else ""),
-                     "recreate": outcome["recreate"], "fixed": outcome["fixed"]})
+                     "how": out.how, "recreate": outcome["recreate"],
+                     "fixed": outcome["fixed"]})
     return rows
+
+
+def _index(directory: str, rows: list, hard: list) -> None:
+    """Merge ``rows`` into the index kept in ``directory`` (``index.json``: a later run of
+    some causes replaces their rows only) and write its README from it."""
+    import json
+    from harness import files
+    from harness.upstream import recreate
+    kept = os.path.join(directory, "index.json")
+    merged = {}
+    if os.path.exists(kept):
+        with open(kept) as fh:
+            merged = {r["cause"]: r for r in json.load(fh)}
+    merged.update({r["cause"]: r for r in rows})
+    ordered = [merged.get(n, {"cause": n, "skipped": "not run yet"}) for n in hard]
+    ordered += [r for n, r in merged.items() if n not in hard]  # a cause no longer hard
+    os.makedirs(directory, exist_ok=True)
+    files.atomic_write(kept, json.dumps(ordered, indent=1) + "\n")
+    files.atomic_write(os.path.join(directory, "README.md"), recreate.index(ordered))
 
 
 def _recreate_in_workers(names: list, args, jobs: int) -> list:

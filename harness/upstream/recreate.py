@@ -112,6 +112,21 @@ class Recreate:
         return [f"{run.tracer.hosts[r]} (the {r})" for r in target_roles(self.item.target)]
 
     @property
+    def how(self) -> str:
+        """Where the fault strikes, in a sentence: the index's column."""
+        b = self.boundary
+        when = "after" if b.after else "before"
+        call = b.short + (" setting " + ", ".join(f"{f} {v}" for f, v in b.when)
+                          if b.when else "")
+        if b.kill:
+            return f"{self.dying} dies just {when} it calls {call}"
+        if b.after:
+            return (f"update_available_resource runs on {', '.join(self.struck)} just after "
+                    f"{self.caller}'s call of {call}")
+        return (f"update_available_resource runs on {', '.join(self.struck)} just before "
+                f"{self.caller} calls {call}")
+
+    @property
     def test_method(self) -> str:
         b, role = self.boundary, self.item.point.split(":", 1)[0]
         when = "after" if b.after else "before"
@@ -322,8 +337,8 @@ def refuse_item(item: Item) -> None:
 
 
 def index(rows: list) -> str:
-    """The README of the recreate tests written by ``recreate --all-hard``: one row per
-    cause (a dict: cause, module, item, how, recreate, fixed; or cause, skipped)."""
+    """The README of the recreate tests (``recreate/index.json`` kept beside it): one row
+    per hard cause (a dict: cause, module, item, how, recreate, fixed; or cause, skipped)."""
     import nova.version
     lines = ["# Recreate tests, one per hard root cause",
              "",
