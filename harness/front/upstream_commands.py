@@ -264,6 +264,7 @@ def _windows(kept: str, reports: list) -> dict:
 def _verified(rec, env) -> dict:
     """Run ``rec``'s recreate test and its fixed form on this Nova (in a scratch
     directory): kind -> "passes (summary)" or "fails (summary)"."""
+    import shutil
     import tempfile
     from harness.upstream import nova_tests
     outcome = {}
@@ -273,7 +274,19 @@ def _verified(rec, env) -> dict:
             rc, summary = nova_tests.run([os.path.join(scratch, kind, rec.module_name + ".py")],
                                          env=env, timeout=600)
             outcome[kind] = ("passes" if rc == 0 else "fails") + f" ({summary})"
+        keep = env.get(KEEP_FAILED)
+        if keep and not (outcome["recreate"].startswith("passes")
+                         and outcome["fixed"].startswith("fails")):
+            # a developer's look at why: the modules, run again by hand
+            where = os.path.join(keep, f"{rec.module_name}-{rec.boundary.short}"
+                                 + ("-after" if rec.boundary.after else ""))
+            shutil.rmtree(where, ignore_errors=True)
+            shutil.copytree(scratch, where)
     return outcome
+
+
+#: a directory where recreate keeps the modules of a boundary whose test did not come out
+KEEP_FAILED = "NOVA_CHAOS_KEEP_FAILED"
 
 
 def _recreate_one(cause, args, say=None, verify=None) -> tuple:

@@ -88,6 +88,8 @@ class Recreate:
     recovery: tuple | None  # a restart: (task_state, context set, in progress) left, if any
     in_ending: bool    # the fault strikes in the ending (after VERIFY_RESIZE)
     status: str        # the server's status after the ending
+    guests: dict = dataclasses.field(default_factory=dict)  # host -> (defined, running)
+    #                                         domains left after the deletes (a restart's)
     module_name: str = ""
     text: str = ""        # the recreate test
     fixed_text: str = ""  # its fixed form
@@ -300,15 +302,21 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
     found = steps(run, scen)
     logs = _log_expects(cause, record)
     recovery = _recovery(record, scen.moves[0].server) if kill else None
-    if all(seen == want for _, seen, want in found) and not logs and recovery is None:
+    guests = _guests_left(run) if kill else {}
+    if (all(seen == want for _, seen, want in found) and not logs and recovery is None
+            and not guests):
         raise UsageError(f"root cause {cause.name}: its effect in {item.id} does not show in a "
                          "recreate test's terms (per-host counts, placement usages, the log)")
     if kill and not any(step == "restart" for step, _, _ in found):
         raise UsageError(f"root cause {cause.name}: {item.id} never reached its restart")
+    in_ending = any(cp.name == scen.operation.mid for cp in run.result.checkpoints)
+    if kill and in_ending and scen.operation.name == "evacuate":
+        raise UsageError(f"root cause {cause.name}: a recreate test kills a host in the "
+                         "evacuation's rebuild, not in the source's restart")
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
     rec = Recreate(cause, item, record, boundary, found, roles, logs,
-                   recovery, any(cp.name == scen.operation.mid for cp in run.result.checkpoints),
-                   _status(record, scen.moves[0].server))
+                   recovery, in_ending,
+                   _status(record, scen.moves[0].server), guests=guests)
     rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")
     rec.text, rec.fixed_text = (recreate_render.module(rec, scen, run, fixed)
                                 for fixed in (False, True))
@@ -327,9 +335,9 @@ def refuse_item(item: Item) -> None:
                          "the restart so far")
     if item.mutation:
         raise UsageError("a mutation is the harness's: a recreate test is of Nova as it is")
-    if item.fault == faults.RESTART and scen.operation.name != "resize":
+    if item.fault == faults.RESTART and scen.operation.name not in ("resize", "evacuate"):
         raise UsageError(f"fault restart in {scen.operation.name}: a recreate test covers a "
-                         "restart in a resize or cold migration so far")
+                         "restart in a resize, cold migration or evacuation so far")
     endings = ENDINGS[scen.operation.name] + (
         ("auto-confirm",) if item.fault == faults.RESTART else ())
     if item.ending not in endings:
@@ -397,6 +405,21 @@ def _recovery(record, server: str) -> tuple | None:
     return (task.strip("'") if isinstance(task, str) else task,
             f"server {server} migration context after the restart" in left,
             f"server {server} migration status after the restart" in left)
+
+
+def _guests_left(run) -> dict:
+    """Per host with any, the domains its libvirt still has after the deletes:
+    ``(defined, running)`` (a guest no delete reached)."""
+    cp = next((c for c in run.result.checkpoints if c.name == "after-delete"), None)
+    if cp is None or cp.evidence is None:
+        return {}
+    left = {}
+    for host, truth in sorted(cp.evidence.snap["truth"].items()):
+        defined, running = ({n for cell in truth[k].values() for n in cell["by_domain"]}
+                            for k in ("defined", "running"))
+        if defined | running:
+            left[host] = (len(defined | running), len(running))
+    return left
 
 
 def _status(record, server: str) -> str:
