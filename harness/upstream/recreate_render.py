@@ -51,6 +51,8 @@ def module(rec, scen, run, fixed: bool) -> str:
     body = [LICENCE, "import collections", *threads, *(["import time"] if restart else []),
             *(["from unittest import mock"] if restart or scen.operation.name == "resize"
               else []), ""]
+    if restart:
+        body += ["from oslo_concurrency import lockutils", ""]
     if rec.boundary.kind == "rpc" and not restart:  # its method is called as it was
         body.append(f"from {rec.boundary.module_path} import rpcapi as "
                     f"{rec.boundary.alias}")
@@ -335,7 +337,12 @@ def _die_stub(rec) -> list:
         body += ["", "        def die_here(*args, **kwargs):",
                  f"            # {dying} dies making this call: a new compute service",
                  "            # starts on its host; this thread never returns"]
-    return body + [f"            self.restart_compute_service({dying!r})",
+    return body + ["            # a dead process's locks die with it (the computes share one)",
+                   "            self.stub_out('oslo_concurrency.lockutils._semaphores',",
+                   "                          lockutils.Semaphores())",
+                   "            self.stub_out('oslo_concurrency.lockutils._fair_locks',",
+                   "                          lockutils.FairLocks())",
+                   f"            self.restart_compute_service({dying!r})",
                    "            restarted.set()",
                    "            time.sleep(1000000)", "", *die]
 
@@ -398,7 +405,12 @@ def _after_restart(rec, scen, server: str, fixed: bool) -> list:
     if not (fixed and rec.recovery is not None):
         body += _check("restart", rec, fixed) + _periodic_check("restart", rec, fixed)
     body.append("")
-    body += [f"        self._delete_server({_ident(b.server)})" for b in scen.boots]
+    servers = [_ident(b.server) for b in scen.boots]
+    # the server is gone from the API before its compute has updated its tracker
+    body += [f"        for server in ({', '.join(servers)},):",
+             "            self._delete_server(server)",
+             "            self._wait_for_instance_action_event(",
+             "                server, 'delete', 'compute_terminate_instance', 'success')"]
     body += _check("delete", rec, fixed)
     if rec.guests:
         body += ([] if fixed else [f"        # FIXME({_bug(rec.cause)}): no delete reached "
