@@ -48,7 +48,9 @@ def test_a_shipped_recreate_test_is_current_and_flips(tmp_path):
                  "time.sleep(1000000)", "'nova.compute.rpcapi.ComputeAPI.finish_resize'",
                  "# FIXME(bug 1836369): the move is left half-done",
                  "self.assertEqual(('resize_migrated', True, True), self._move_left(vm1))",
-                 "self._delete_server(vm1)"):
+                 # the dead compute's locks are not the new one's; deletes are waited for
+                 "lockutils.Semaphores()", "lockutils.FairLocks()",
+                 "self._delete_server(server)", "'compute_terminate_instance'"):
         assert part in restart, part
     assert "self.assertEqual((None, False, False), self._move_left(vm1))" in (
         tmp_path / SHIPPED_RESTART[1]).read_text()
@@ -136,3 +138,20 @@ def test_a_condition_reads_in_novas_words():
             == "instance.task_state is resize_prep or resize_migrated")
     assert (_condition("tracked.instance", (False,), hosts)
             == "that host's resource tracker tracks the instance: no")
+
+
+def test_the_index_keeps_every_causes_last_row(tmp_path):
+    """A run of some causes replaces their rows only; a cause never run says so."""
+    import json
+    from harness.front.upstream_commands import _index
+    row = {"module": "test_a", "item": "x/y", "how": "before z",
+           "recreate": "passes (1 tests)", "fixed": "fails (1 tests)"}
+    _index(str(tmp_path), [dict(row, cause="a"), {"cause": "b", "skipped": "b: no sample"}],
+           ["a", "b", "c"])
+    _index(str(tmp_path), [dict(row, cause="b", module="test_b")], ["a", "b", "c"])
+    rows = json.loads((tmp_path / "index.json").read_text())
+    assert [(r["cause"], r.get("module"), r.get("skipped")) for r in rows] == [
+        ("a", "test_a", None), ("b", "test_b", None), ("c", None, "not run yet")]
+    readme = (tmp_path / "README.md").read_text()
+    assert "| a | `test_a` |" in readme and "| b | `test_b` |" in readme
+    assert "- c: not run yet" in readme and "2 of 3 hard root causes written." in readme
