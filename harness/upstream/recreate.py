@@ -88,8 +88,8 @@ class Recreate:
     recovery: tuple | None  # a restart: (task_state, context set, in progress) left, if any
     in_ending: bool    # the fault strikes in the ending (after VERIFY_RESIZE)
     status: str        # the server's status after the ending
-    guests: dict = dataclasses.field(default_factory=dict)  # host -> (defined, running)
-    #                                         domains left after the deletes (a restart's)
+    guests: dict = dataclasses.field(default_factory=dict)  # host -> domains left
+    #                                                 after the deletes (a restart's)
     module_name: str = ""
     text: str = ""        # the recreate test
     fixed_text: str = ""  # its fixed form
@@ -408,8 +408,8 @@ def _recovery(record, server: str) -> tuple | None:
 
 
 def _guests_left(run) -> dict:
-    """Per host with any, the domains its libvirt still has after the deletes:
-    ``(defined, running)`` (a guest no delete reached)."""
+    """Per host with any, how many domains its libvirt still has after the deletes
+    (guests no delete reached), running or not."""
     cp = next((c for c in run.result.checkpoints if c.name == "after-delete"), None)
     if cp is None or cp.evidence is None:
         return {}
@@ -418,7 +418,7 @@ def _guests_left(run) -> dict:
         defined, running = ({n for cell in truth[k].values() for n in cell["by_domain"]}
                             for k in ("defined", "running"))
         if defined | running:
-            left[host] = (len(defined | running), len(running))
+            left[host] = len(defined | running)
     return left
 
 
