@@ -68,3 +68,19 @@ def test_a_stuck_test_run_is_said_and_counts_as_failing():
                                    timeout=0.5)
     assert code == 124 and summary.startswith("stuck: no result in 0.5 s"), summary
     assert nova_tests.bad(summary) > 0
+
+
+def test_a_patch_names_the_causes_it_fixes(tmp_path):
+    """``Fixes:`` lines before the diff: prove's default --fixed, and the bug texts'
+    candidate fix (a patch by the cause's name still counts)."""
+    from harness.upstream import prove
+    fixes = tmp_path / "fixes"
+    fixes.mkdir()
+    (fixes / "both.patch").write_text("Fail what a restart interrupted.\n\nFixes: a, b\n"
+                                      "Fixes: c\n--- a/nova/x.py\n+++ b/nova/x.py\n"
+                                      "Fixes: not-a-header\n")
+    (fixes / "d.patch").write_text("--- a/nova/x.py\n+++ b/nova/x.py\n")
+    assert prove.fixes(str(fixes / "both.patch")) == ["a", "b", "c"]
+    assert prove.fixes(str(fixes / "d.patch")) == []
+    assert [prove.fix_for(str(fixes), c) for c in ("a", "c", "d", "e")] == [
+        "fixes/both.patch", "fixes/both.patch", "fixes/d.patch", None]

@@ -152,7 +152,8 @@ def build_parser():
                         "the same campaign on both and compare per root cause")
     sp.add_argument("patch", help="a patch against the Nova under test (git diff: a/nova/...)")
     sp.add_argument("--fixed", action="append", metavar="CAUSE",
-                    help="a root cause the patch is meant to fix (repeatable)")
+                    help="a root cause the patch is meant to fix (repeatable; default: "
+                    "the patch's 'Fixes:' lines)")
     sp.add_argument("--scenario", action="append",
                     help="scenarios to sweep (repeatable; default pinned-hugepages)")
     sp.add_argument("--window", action="append", help="windows (default resize and lifecycle)")

@@ -76,6 +76,8 @@ def cmd_prove(args) -> int:
     from harness.oracles import causes
     from harness.upstream import nova_tests, prove
     known = {c.name for c in causes.load()}
+    if args.fixed is None and os.path.isfile(args.patch):  # the patch says what it fixes
+        args.fixed = prove.fixes(args.patch) or None
     for name in args.fixed or []:
         if name not in known:
             raise UsageError(f"unknown root cause {name!r} (see 'nova-chaos causes')")
@@ -168,7 +170,7 @@ def cmd_recreate(args) -> int:
 def _recreate_here(chosen, args, windows: dict, tolerant: bool) -> list:
     """Write each cause's test, fixed form and bug text: the index rows (dicts)."""
     from harness import scenario as scenario_mod
-    from harness.upstream import bugreport
+    from harness.upstream import bugreport, prove
     env = os.environ.copy()  # as it was before Nova loaded here (it sets its backend's)
     rows = []
     for cause in chosen:
@@ -184,9 +186,8 @@ def _recreate_here(chosen, args, windows: dict, tolerant: bool) -> list:
             _write(os.path.join(args.out, kind), out.module_name + ".py", text)
             print(f"wrote {os.path.join(args.out, kind, out.module_name)}.py: {outcome[kind]}",
                   file=console.OUT)
-        fix = os.path.join("fixes", cause.name + ".patch")
-        text = bugreport.cause_text(out, scenario_mod.load(out.item.scenario),
-                                    fix if os.path.exists(os.path.join(args.out, fix)) else None,
+        fix = prove.fix_for(os.path.join(args.out, "fixes"), cause.name)
+        text = bugreport.cause_text(out, scenario_mod.load(out.item.scenario), fix,
                                     windows.get(cause.name, {}))
         _write(os.path.join(args.out, "bugs"), cause.name + ".txt", text)
         rows.append({"cause": cause.name, "module": out.module_name, "item": out.item.id,

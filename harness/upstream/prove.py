@@ -24,6 +24,32 @@ import fixtures
 from harness.errors import NovaUnusable, UsageError
 
 
+def fixes(patch: str) -> list:
+    """The root causes a patch says it fixes: its ``Fixes:`` lines before the diff
+    (``git apply`` skips that text, as it skips a commit message)."""
+    names = []
+    with open(patch) as fh:
+        for line in fh:
+            if line.startswith(("diff ", "--- ")):
+                break
+            if line.startswith("Fixes:"):
+                names += [n.strip() for n in line[len("Fixes:"):].split(",") if n.strip()]
+    return names
+
+
+def fix_for(directory: str, cause: str) -> str | None:
+    """The patch in ``directory`` that fixes ``cause`` (``CAUSE.patch``, or one whose
+    ``Fixes:`` names it), relative to ``directory``'s parent; None if none does."""
+    if not os.path.isdir(directory):
+        return None
+    parent = os.path.basename(os.path.normpath(directory))
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.endswith(".patch") and (name == cause + ".patch" or cause in fixes(path)):
+            return os.path.join(parent, name)
+    return None
+
+
 class PatchedNova(fixtures.Fixture):
     """A copy of the importable Nova package with ``patch`` applied (``git apply``:
     paths ``a/nova/...``, as ``git diff`` writes them in a Nova tree). ``root``
