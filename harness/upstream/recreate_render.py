@@ -240,17 +240,14 @@ def _move_left_helper() -> list:
 
 def _guests_helper() -> list:
     return ["    def _guests(self):",
-            '        """Per host with any: the domains its libvirt has (running or',
-            '        not: the resize stub above powers nothing off)."""',
-            "        guests = {}",
+            '        """Per host with any: its domains, running or not (the resize',
+            '        stub above powers nothing off)."""',
             "        every = (fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE |",
             "                 fakelibvirt.VIR_CONNECT_LIST_DOMAINS_INACTIVE)",
-            "        for name in HOSTS:",
-            "            conn = self.computes[name].driver._host.get_connection()",
-            "            domains = conn.listAllDomains(every)",
-            "            if domains:",
-            "                guests[name] = len(domains)",
-            "        return guests", ""]
+            "        domains = {name: self.computes[name].driver._host",
+            "                   .get_connection().listAllDomains(every)",
+            "                   for name in HOSTS}",
+            "        return {name: len(d) for name, d in domains.items() if d}", ""]
 
 
 def _flavors_and_boots(scen) -> list:
@@ -332,13 +329,14 @@ def _die_stub(rec) -> list:
                  *(["            save(obj, *args, **kwargs)"] if b.after else []),
                  f"            # {dying} dies {'after' if b.after else 'making'} this save: "
                  "a new compute service",
-                 "            # starts on its host; this thread never returns"]
+                 "            # starts on its host (without the dead one's locks); this",
+                 "            # thread never returns"]
     else:
         body += ["", "        def die_here(*args, **kwargs):",
                  f"            # {dying} dies making this call: a new compute service",
-                 "            # starts on its host; this thread never returns"]
-    return body + ["            # a dead process's locks die with it (the computes share one)",
-                   "            self.stub_out('oslo_concurrency.lockutils._semaphores',",
+                 "            # starts on its host (without the dead one's locks); this",
+                 "            # thread never returns"]
+    return body + ["            self.stub_out('oslo_concurrency.lockutils._semaphores',",
                    "                          lockutils.Semaphores())",
                    "            self.stub_out('oslo_concurrency.lockutils._fair_locks',",
                    "                          lockutils.FairLocks())",
@@ -407,7 +405,8 @@ def _after_restart(rec, scen, server: str, fixed: bool) -> list:
     body.append("")
     servers = [_ident(b.server) for b in scen.boots]
     # the server is gone from the API before its compute has updated its tracker
-    body += [f"        for server in ({', '.join(servers)},):",
+    loop = ", ".join(servers) + ("," if len(servers) == 1 else "")
+    body += [f"        for server in ({loop}):",
              "            self._delete_server(server)",
              "            self._wait_for_instance_action_event(",
              "                server, 'delete', 'compute_terminate_instance', 'success')"]
