@@ -51,7 +51,7 @@ def test_a_shipped_recreate_test_is_current_and_flips(tmp_path):
                  "self.assertEqual(('resize_migrated', True, True), self._move_left(vm1))",
                  # the dead compute's locks are not the new one's; deletes are waited for
                  "lockutils.Semaphores()", "lockutils.FairLocks()",
-                 "self._delete_server(server)", "'compute_terminate_instance'"):
+                 "self.api.delete_server(server['id'])", "'compute_terminate_instance'"):
         assert part in restart, part
     assert "self.assertEqual((None, False, False), self._move_left(vm1))" in (
         tmp_path / SHIPPED_RESTART[1]).read_text()

@@ -404,10 +404,11 @@ def _after_restart(rec, scen, server: str, fixed: bool) -> list:
         body += _check("restart", rec, fixed) + _periodic_check("restart", rec, fixed)
     body.append("")
     servers = [_ident(b.server) for b in scen.boots]
-    # the server is gone from the API before its compute has updated its tracker
+    # the server is gone from the API before its compute has updated its tracker;
+    # _delete_server would not delete one in ERROR (a fixed recovery's)
     loop = ", ".join(servers) + ("," if len(servers) == 1 else "")
     body += [f"        for server in ({loop}):",
-             "            self._delete_server(server)",
+             "            self.api.delete_server(server['id'])",
              "            self._wait_for_instance_action_event(",
              "                server, 'delete', 'compute_terminate_instance', 'success')"]
     body += _check("delete", rec, fixed)

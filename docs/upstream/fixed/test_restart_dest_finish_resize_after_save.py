@@ -15,6 +15,8 @@ import threading
 import time
 from unittest import mock
 
+from oslo_concurrency import lockutils
+
 from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -104,6 +106,16 @@ class TestRestartDestFinishResizeAfterSave(base.ServersTestBase):
         return (inst.task_state, inst.migration_context is not None,
                 latest.status not in DONE)
 
+    def _guests(self):
+        """Per host with any: its domains, running or not (the resize
+        stub above powers nothing off)."""
+        every = (fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE |
+                 fakelibvirt.VIR_CONNECT_LIST_DOMAINS_INACTIVE)
+        domains = {name: self.computes[name].driver._host
+                   .get_connection().listAllDomains(every)
+                   for name in HOSTS}
+        return {name: len(d) for name, d in domains.items() if d}
+
     def test_dest_dies_saving_instance(self):
         large = self._create_flavor(
             vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
@@ -133,7 +145,12 @@ class TestRestartDestFinishResizeAfterSave(base.ServersTestBase):
                 return save(obj, *args, **kwargs)
             dying.set()
             # host-b dies making this save: a new compute service
-            # starts on its host; this thread never returns
+            # starts on its host (without the dead one's locks); this
+            # thread never returns
+            self.stub_out('oslo_concurrency.lockutils._semaphores',
+                          lockutils.Semaphores())
+            self.stub_out('oslo_concurrency.lockutils._fair_locks',
+                          lockutils.FairLocks())
             self.restart_compute_service('host-b')
             restarted.set()
             time.sleep(1000000)
@@ -148,11 +165,15 @@ class TestRestartDestFinishResizeAfterSave(base.ServersTestBase):
             self.assertTrue(restarted.wait(60))
         self.assertEqual((None, False, False), self._move_left(vm1))
 
-        self._delete_server(vm1)
+        for server in (vm1,):
+            self.api.delete_server(server['id'])
+            self._wait_for_instance_action_event(
+                server, 'delete', 'compute_terminate_instance', 'success')
         self.assertEqual({
             'host-a': (0, {}, 0, 0, {}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
+        self.assertEqual({}, self._guests())
 
         self._run_periodics()
         self.assertEqual({

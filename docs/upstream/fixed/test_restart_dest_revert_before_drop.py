@@ -15,6 +15,8 @@ import threading
 import time
 from unittest import mock
 
+from oslo_concurrency import lockutils
+
 from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -102,6 +104,16 @@ class TestRestartDestRevertBeforeDrop(base.ServersTestBase):
         return (inst.task_state, inst.migration_context is not None,
                 latest.status not in DONE)
 
+    def _guests(self):
+        """Per host with any: its domains, running or not (the resize
+        stub above powers nothing off)."""
+        every = (fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE |
+                 fakelibvirt.VIR_CONNECT_LIST_DOMAINS_INACTIVE)
+        domains = {name: self.computes[name].driver._host
+                   .get_connection().listAllDomains(every)
+                   for name in HOSTS}
+        return {name: len(d) for name, d in domains.items() if d}
+
     def test_dest_dies_before_check_instance_shared_storage_local(self):
         large = self._create_flavor(
             vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
@@ -123,7 +135,12 @@ class TestRestartDestRevertBeforeDrop(base.ServersTestBase):
 
         def die_here(*args, **kwargs):
             # host-b dies making this call: a new compute service
-            # starts on its host; this thread never returns
+            # starts on its host (without the dead one's locks); this
+            # thread never returns
+            self.stub_out('oslo_concurrency.lockutils._semaphores',
+                          lockutils.Semaphores())
+            self.stub_out('oslo_concurrency.lockutils._fair_locks',
+                          lockutils.FairLocks())
             self.restart_compute_service('host-b')
             restarted.set()
             time.sleep(1000000)
@@ -154,11 +171,15 @@ class TestRestartDestRevertBeforeDrop(base.ServersTestBase):
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
 
-        self._delete_server(vm1)
+        for server in (vm1,):
+            self.api.delete_server(server['id'])
+            self._wait_for_instance_action_event(
+                server, 'delete', 'compute_terminate_instance', 'success')
         self.assertEqual({
             'host-a': (0, {}, 0, 0, {}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
+        self.assertEqual({}, self._guests())
 
         self._run_periodics()
         self.assertEqual({

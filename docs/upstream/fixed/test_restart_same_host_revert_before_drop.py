@@ -15,6 +15,8 @@ import threading
 import time
 from unittest import mock
 
+from oslo_concurrency import lockutils
+
 from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -118,7 +120,12 @@ class TestRestartSameHostRevertBeforeDrop(base.ServersTestBase):
 
         def die_here(*args, **kwargs):
             # host-a dies making this call: a new compute service
-            # starts on its host; this thread never returns
+            # starts on its host (without the dead one's locks); this
+            # thread never returns
+            self.stub_out('oslo_concurrency.lockutils._semaphores',
+                          lockutils.Semaphores())
+            self.stub_out('oslo_concurrency.lockutils._fair_locks',
+                          lockutils.FairLocks())
             self.restart_compute_service('host-a')
             restarted.set()
             time.sleep(1000000)
@@ -145,7 +152,10 @@ class TestRestartSameHostRevertBeforeDrop(base.ServersTestBase):
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         }, self._usages())
 
-        self._delete_server(vm1)
+        for server in (vm1,):
+            self.api.delete_server(server['id'])
+            self._wait_for_instance_action_event(
+                server, 'delete', 'compute_terminate_instance', 'success')
         self.assertEqual({
             'host-a': (0, {}, 0, 0, {}),
         }, self._usages())

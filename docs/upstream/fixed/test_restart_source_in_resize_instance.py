@@ -15,6 +15,8 @@ import threading
 import time
 from unittest import mock
 
+from oslo_concurrency import lockutils
+
 from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -132,7 +134,12 @@ class TestRestartSourceInResizeInstance(base.ServersTestBase):
                 return save(obj, *args, **kwargs)
             dying.set()
             # host-a dies making this save: a new compute service
-            # starts on its host; this thread never returns
+            # starts on its host (without the dead one's locks); this
+            # thread never returns
+            self.stub_out('oslo_concurrency.lockutils._semaphores',
+                          lockutils.Semaphores())
+            self.stub_out('oslo_concurrency.lockutils._fair_locks',
+                          lockutils.FairLocks())
             self.restart_compute_service('host-a')
             restarted.set()
             time.sleep(1000000)
@@ -147,7 +154,10 @@ class TestRestartSourceInResizeInstance(base.ServersTestBase):
             self.assertTrue(restarted.wait(60))
         self.assertEqual((None, False, False), self._move_left(vm1))
 
-        self._delete_server(vm1)
+        for server in (vm1,):
+            self.api.delete_server(server['id'])
+            self._wait_for_instance_action_event(
+                server, 'delete', 'compute_terminate_instance', 'success')
         self.assertEqual({
             'host-a': (0, {}, 0, 0, {}),
             'host-b': (0, {}, 0, 0, {}),
