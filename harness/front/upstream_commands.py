@@ -200,7 +200,6 @@ def _index(directory: str, rows: list, hard: list) -> None:
     """Merge ``rows`` into the index kept in ``directory`` (``index.json``: a later run of
     some causes replaces their rows only) and write its README from it."""
     import json
-    from harness import files
     from harness.upstream import recreate
     kept = os.path.join(directory, "index.json")
     merged = {}
@@ -210,9 +209,8 @@ def _index(directory: str, rows: list, hard: list) -> None:
     merged.update({r["cause"]: r for r in rows})
     ordered = [merged.get(n, {"cause": n, "skipped": "not run yet"}) for n in hard]
     ordered += [r for n, r in merged.items() if n not in hard]  # a cause no longer hard
-    os.makedirs(directory, exist_ok=True)
-    files.atomic_write(kept, json.dumps(ordered, indent=1) + "\n")
-    files.atomic_write(os.path.join(directory, "README.md"), recreate.index(ordered))
+    _write(directory, "index.json", json.dumps(ordered, indent=1) + "\n")
+    _write(directory, "README.md", recreate.index(ordered))
 
 
 def _recreate_in_workers(names: list, args, jobs: int) -> list:

@@ -415,10 +415,10 @@ def _guests_left(run) -> dict:
         return {}
     left = {}
     for host, truth in sorted(cp.evidence.snap["truth"].items()):
-        defined, running = ({n for cell in truth[k].values() for n in cell["by_domain"]}
-                            for k in ("defined", "running"))
-        if defined | running:
-            left[host] = len(defined | running)
+        names = {n for kind in ("defined", "running") for cell in truth[kind].values()
+                 for n in cell["by_domain"]}
+        if names:
+            left[host] = len(names)
     return left
 
 
