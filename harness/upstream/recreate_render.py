@@ -398,6 +398,9 @@ def _after_restart(rec, scen, server: str, fixed: bool) -> list:
         if not fixed:
             body += [f"        # FIXME({_bug(rec.cause)}): the move is left half-done; this "
                      "should be", "        # (None, False, False)"]
+        else:  # a fix may finish or undo the move once the service is up
+            body.append(f"        self._wait_for_server_parameter(\n"
+                        f"            {server}, {{'OS-EXT-STS:task_state': None}})")
         body.append(f"        self.assertEqual({seen!r}, self._move_left({server}))")
     # a fixed recovery leaves another state than the one these values follow from
     if not (fixed and rec.recovery is not None):
