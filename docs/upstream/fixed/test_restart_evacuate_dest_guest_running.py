@@ -174,6 +174,8 @@ class TestRestartEvacuateDestGuestRunning(base.ServersTestBase):
         # host-a comes back: its init_host cleans up evacuations
         self.restart_compute_service('host-a')
         self.api.put_service(service['id'], {'forced_down': False})
+        self._wait_for_server_parameter(
+            vm1, {'OS-EXT-STS:task_state': None})
         self.assertEqual((None, False, False), self._move_left(vm1))
 
         for server in (vm1, vm2):

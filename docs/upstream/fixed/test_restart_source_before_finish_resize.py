@@ -156,6 +156,8 @@ class TestRestartSourceBeforeFinishResize(base.ServersTestBase):
             self.api.post_server_action(
                 vm1['id'], {'resize': {'flavorRef': large}})
             self.assertTrue(restarted.wait(60))
+        self._wait_for_server_parameter(
+            vm1, {'OS-EXT-STS:task_state': None})
         self.assertEqual((None, False, False), self._move_left(vm1))
 
         for server in (vm1,):
