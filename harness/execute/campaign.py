@@ -230,22 +230,23 @@ def stopped_short(run) -> list:
 def judge_uninjected(scenario: str, ending: str, mutation, run) -> Record:
     """The verdict of an uninjected run (:func:`harness.execute.discovery.uninjected_run`).
 
-    Strict: no fault was injected, so nothing it shows is explained by a
-    known finding (every entry is about an injected item). ``error``: it
-    stopped short of a planned checkpoint; ``fail``: it ran through and a
-    check saw something wrong. Either way a Nova that fails here needs no
-    injection to show a defect: the campaign's first finding.
+    No fault was injected, so only a root cause of the fault ``none`` (a
+    defect of Nova's own path, reviewed) explains what it shows, its
+    condition over the state the deletes met. ``error``: it stopped short of
+    a planned checkpoint; ``fail``: it ran through and a check saw what no
+    such cause explains. Either way, and when a cause explains it (``known``),
+    the Nova under test shows a defect without any injection: the campaign's
+    first finding.
     """
     item = Item.uninjected(scenario, ending, mutation)
     result = run.result
-    problems = stopped_short(run)
-    problems += [Problem("finding", f"{known.classify(f)} finding at {cp}: {f.line()}")
-                 for cp, f in result.findings]
-    verdict = ("error" if any(p.kind == "error" for p in problems)
-               else "fail" if problems else "pass")
-    return Record(item, verdict, problems, [], result.seconds, [],
-                  findings_json(result.checkpoints),
-                  result.warnings() if verdict != "pass" else [], result.checkpoints)
+    state = {f"deletes@{host}": facts for host, facts in (run.delete_state or {}).items()}
+    verdict, problems, known_lines, why = _verdict(
+        item, result.checkpoints, stopped_short(run), [], state)
+    return Record(item, verdict, problems, known_lines, result.seconds, [],
+                  findings_json(result.checkpoints, why.owners()),
+                  result.warnings() if verdict in ("fail", "error") else [],
+                  result.checkpoints, state=state, causes=why.summary())
 
 
 def findings_json(checkpoints, owners: dict | None = None) -> list:

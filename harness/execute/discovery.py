@@ -187,12 +187,16 @@ def uninjected_run(scen, ending: str, mutation: str | None = None) -> runner.Run
     """The scenario run with ``ending`` and no fault (``mutation`` applied), traced in the
     widest window: exactly the path every item of that ending starts from.
 
-    The harness runs no periodic of its own before the ending (no convergence
-    at the move's checkpoint): one there would rebuild the trackers and hide
-    what the ending trips on (measured: the 1818914 leak on confirm). The
-    ending's and the deletes' checkpoints still converge.
+    The harness runs no periodic of its own before the deletes (no
+    convergence at the move's checkpoint nor at the ending's): one there would
+    rebuild the trackers and hide what the next step trips on (measured: the
+    1818914 leak on confirm; a server deleted right after its move ends
+    leaves its usage on the destination's tracker). The deletes' checkpoint
+    converges. The items converge at the ending too: their deletes follow a
+    periodic.
     """
     run = runner.Run(scen, ending, converge_every=False)
+    run.converge_ending = False
     run.execute(lambda r: injection.Injector(r, None, WIDEST, mutation=mutation))
     return run
 

@@ -5,8 +5,9 @@ window's points, keeps the chosen ones, and gives a lifecycle item whose
 call the card's window also has the card's id (it is swept once).
 
 Discovery runs every wanted ending uninjected first; an ending whose
-uninjected run fails is a finding by itself (``Plan.failing``, reported
-first), and its items are not swept: each would only repeat it.
+uninjected run does not pass is a finding by itself (``Plan.failing``,
+reported first). Its items are swept if a reviewed root cause explains it
+(``known``), not if it fails: each would only repeat a new finding.
 """
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def plan(campaigns, points=(), mutation=None, discover=discovery.discover,
         runs = outcomes(scen, endings, mutation)
         for ending in endings:
             uninjected.setdefault(runs[ending].item.id, runs[ending])
-        failing = [e for e in endings if runs[e].verdict != "pass"]
+        # an ending whose uninjected run shows a reviewed cause is swept: its items'
+        # deletes follow a periodic; a new finding there would show in every item
+        failing = [e for e in endings if runs[e].verdict not in ("pass", "known")]
         swept = [e for e in endings if e not in failing]
         union = campaign.union({e: traces[e] for e in endings})
         chosen = [p for p in union if p in points] if points else union

@@ -140,6 +140,10 @@ class Run:
         self.one_thread = one_thread  # the whole cloud on this thread (harness.cloud.one_thread): to fork
         self.own_files = own_files  # each forked process sees its own instance files at one path
         self.keep_evidence = False  # keep what every checkpoint read, not only a failing one's
+        # the ending's checkpoint converges (a periodic on every host) before the deletes;
+        # off, the deletes meet the state the ending left (``delete_state``: its facts)
+        self.converge_ending = True
+        self.delete_state: dict | None = None
 
     def planned(self) -> list:
         """The checkpoints every run of this scenario and ending must reach, in order.

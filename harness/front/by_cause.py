@@ -34,9 +34,10 @@ def summarize(records: list, causes: list, campaigns: list) -> dict:
                 "bug": cause.bug if cause else "", "nova": cause.nova if cause else "",
                 "bit": [], "held": 0, "scenarios": {}, "window": {}})
             entry["held"] += name in said.get("held", [])
-            place = f"{item.scenario}/{item.window}"
-            held_at = entry["window"].setdefault(place, {})
-            held_at[item.point] = order.get((item.scenario, item.window, item.point), 0)
+            if not item.is_uninjected:  # Nova's own path has no window: it bites at the deletes
+                place = f"{item.scenario}/{item.window}"
+                held_at = entry["window"].setdefault(place, {})
+                held_at[item.point] = order.get((item.scenario, item.window, item.point), 0)
             if name in said.get("bit", []):
                 entry["bit"].append(rid)
                 entry["scenarios"][item.scenario] = entry["scenarios"].get(item.scenario, 0) + 1
@@ -70,6 +71,8 @@ def lines(summary: dict, fixed: tuple = ()) -> list:
         out.append(f"  {name} ({e['class']}): bit in {len(e['bit'])} items "
                    f"(held in {e['held']}): {where}")
         out.append(f"      {e['title']}")
+        if not e["window"]:
+            out.append("      no injection: Nova's own path, at the deletes right after the ending")
         for place, span in e["window"].items():
             out.append(f"      window {place}: {span['calls']} calls, {span['numbers'][0]}. "
                        f"{span['first']} .. {span['numbers'][-1]}. {span['last']}")

@@ -83,14 +83,15 @@ def cmd_run(args) -> int:
         print(line, file=sys.stderr)
     if args.list:
         print("\n".join(i.id for i in items), file=console.OUT)
-        print(f"{len(items)} items" + (f"; and {len(first)} failing uninjected run(s), "
+        print(f"{len(items)} items" + (f"; and {len(first)} uninjected run(s) with findings, "
                                        "reported as items when run" if first else ""),
               file=sys.stderr)
         return EXIT_OK
     for r in first:  # the first finding: said now, not only after a long sweep (in full there)
+        what = (f"{r.problems[0]} ... ({len(r.problems)} problems; " if r.problems else
+                f"{r.known[0]} ({len(r.known)} findings of reviewed root causes; ")
         print(f"FIRST FINDING, without any injection: {r.item.id} is {r.verdict}: "
-              f"{r.problems[0]} ... ({len(r.problems)} problems; "
-              f"{r.item.replay_command()})", file=sys.stderr)
+              f"{what}{r.item.replay_command()})", file=sys.stderr)
     mode = args.mode or executor.default_mode()
     print(f"{len(items)} items; mode {mode}, {jobs} at a time", file=sys.stderr)
     meta = {"scenario": args.scenario, "windows": [t[1] for t in tables], "nova": info.banner(),

@@ -111,8 +111,19 @@ def ending_failed(run, server: str, exc: Exception) -> None:
 
 
 def end_and_delete(run) -> None:
-    """Check after the ending (then convergence), delete every server, check again."""
-    run.checkpoint(f"after-{run.ending}", run.ledger(f"after-{run.ending}"), converge=True)
+    """Check after the ending (then convergence), delete every server, check again.
+
+    Without convergence at the ending (``run.converge_ending`` off: the
+    uninjected run), the deletes meet the trackers as the ending left them,
+    as a user's prompt delete does; the facts they meet are kept for the
+    root causes that explain what the deletes leave.
+    """
+    run.checkpoint(f"after-{run.ending}", run.ledger(f"after-{run.ending}"),
+                   converge=run.converge_ending)
+    if not run.converge_ending:
+        from harness.oracles import state
+        run.delete_state = run.quietly(lambda: {
+            h.name: state.at_point(run.cloud, h.name) for h in run.scenario.hosts})
     run.hooks.before_deletes(run)
     for boot in run.scenario.boots:
         run.where = f"delete {boot.server}"

@@ -41,6 +41,8 @@ CAUSES_FILE = os.path.join(SCENARIO_DIR, "root-causes.toml")
 #: another causes file for this process and every process it starts
 CAUSES_ENV = "NOVA_CHAOS_CAUSES"
 CLASSES = ("hard", "transient")
+#: the fault a cause names to explain an uninjected run: a defect of Nova's own path
+UNINJECTED = "none"
 _KEYS = {"name", "class", "title", "bug", "nova", "fault", "scenario", "when", "effect",
          "expect", "why"}
 _EFFECT_KEYS = {"at", "host", "lacks", "counts", "cells", "counters", "consumer", "persists",
@@ -125,8 +127,10 @@ class Cause:
         return all(_plain(_get(facts, key)) in allowed for key, allowed in self.when.items())
 
     def covers(self, item) -> bool:
-        """Whether the item's fault and scenario are the cause's (a ``!glob`` excludes)."""
-        return (any(fnmatch.fnmatchcase(item.fault, f) for f in self.faults)
+        """Whether the item's fault and scenario are the cause's (a ``!glob`` excludes);
+        an uninjected run's fault is ``none``."""
+        fault = UNINJECTED if item.is_uninjected else item.fault
+        return (any(fnmatch.fnmatchcase(fault, f) for f in self.faults)
                 and _scenario_in(item.scenario, self.scenarios))
 
     def acts_at(self, checkpoint: str) -> bool:
