@@ -27,8 +27,10 @@ class Plan:
 
     @property
     def failing(self) -> list:
-        """The uninjected runs that did not pass: findings without any injection."""
-        return [r for r in self.uninjected if r.verdict != "pass"]
+        """The uninjected runs that did not pass: findings without any injection, the
+        new ones (fail, error) before those reviewed root causes explain (known)."""
+        return sorted((r for r in self.uninjected if r.verdict != "pass"),
+                      key=lambda r: r.verdict == "known")
 
 
 def _outcomes(scen, endings, mutation) -> dict:
