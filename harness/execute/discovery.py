@@ -183,7 +183,8 @@ def _discovery_lock(path: str):
         yield
 
 
-def uninjected_run(scen, ending: str, mutation: str | None = None) -> runner.Run:
+def uninjected_run(scen, ending: str, mutation: str | None = None,
+                   keep_evidence: bool = False) -> runner.Run:
     """The scenario run with ``ending`` and no fault (``mutation`` applied), traced in the
     widest window: exactly the path every item of that ending starts from.
 
@@ -197,6 +198,7 @@ def uninjected_run(scen, ending: str, mutation: str | None = None) -> runner.Run
     """
     run = runner.Run(scen, ending, converge_every=False)
     run.converge_ending = False
+    run.keep_evidence = keep_evidence  # what every checkpoint read (a recreate test's steps)
     run.execute(lambda r: injection.Injector(r, None, WIDEST, mutation=mutation))
     return run
 

@@ -415,7 +415,16 @@ def _known_causes(only, jobs, backend) -> tuple:
               for i in ids]
     wanted = [(n, i) for n, i in wanted if not only or i.scenario == only]
     groups: dict = {}
+    own = {}  # a cause of Nova's own path: its sample is discovery's uninjected run (cached)
     for _, item in wanted:
+        if item.is_uninjected:
+            from harness.cloud import nova_support
+            from harness.execute import campaign, discovery
+            scen = scenario.load(item.scenario)
+            discovery.discover(scen, campaign.DEFAULT_WINDOW, [item.ending], item.mutation)
+            own[item.id] = discovery.outcomes(scen, nova_support.current_backend(),
+                                              [item.ending], item.mutation)[item.ending]
+            continue
         groups.setdefault((item.scenario, item.window, item.fault, item.mutation), []).append(item)
     todo, traces_by = [], {}
     for (name, window, fault, mutation), items in groups.items():
@@ -429,6 +438,7 @@ def _known_causes(only, jobs, backend) -> tuple:
     results = {r.item.id: r for r in executor.run_items(
         list(dict.fromkeys(todo)), traces_by, jobs, backend, lambda r: None, None,
         executor.ITEM_TIMEOUT)}
+    results.update(own)
     bad = 0
     for name, item in wanted:
         record = results.get(item.id)

@@ -277,7 +277,7 @@ def _verified(rec, env) -> dict:
         if keep and not (outcome["recreate"].startswith("passes")
                          and outcome["fixed"].startswith("fails")):
             # a developer's look at why: the modules, run again by hand
-            where = os.path.join(keep, f"{rec.module_name}-{rec.boundary.short}"
+            where = os.path.join(keep, f"{rec.module_name}-{rec.boundary.short or 'none'}"
                                  + ("-after" if rec.boundary.after else ""))
             shutil.rmtree(where, ignore_errors=True)
             shutil.copytree(scratch, where)
@@ -304,10 +304,16 @@ def _recreate_one(cause, args, say=None, verify=None) -> tuple:
         item = Item.parse(item_id)
         try:
             recreate.refuse_item(item)
-            item, scen, traces = validated_item(item_id, args)
+            if item.is_uninjected:  # Nova's own path: nothing to move to a boundary
+                scen = scenario_mod.load(item.scenario)
+                console.load(args)
+                found = recreate.uninjected(item, scen)
+            else:
+                item, scen, traces = validated_item(item_id, args)
+                found = recreate.bites(cause, item, scen, traces,
+                                       say=lambda line: print(line, file=out))
             print(f"{cause.name}: {item.id}", file=out)
-            for at, run, record, found in recreate.bites(
-                    cause, item, scen, traces, say=lambda line: print(line, file=out)):
+            for at, run, record, found in found:
                 try:
                     rec = recreate.build(cause, at, scen, run, record, found)
                 except UsageError as exc:

@@ -92,6 +92,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     cause = rec.cause
     from harness.upstream.recreate_render import LABELS
     method, kill = rec.boundary.short, rec.boundary.kill
+    own = rec.boundary.kind == "none"  # Nova's own path: nothing injected
     if rec.boundary.when:  # a save, told apart by what it sets
         method += " setting " + ", ".join(f"{f} {v}" for f, v in rec.boundary.when)
     caller = rec.hosts.get(rec.item.point.split(":", 1)[0], "?")
@@ -99,7 +100,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
             f"before {caller} calls" if not kill else "before it calls")
     struck = [rec.hosts.get(r, r) for r in target_roles(rec.item.target)]
     move = scen.moves[0]
-    condition = [f"- {_condition(k, v, rec.hosts, kill)}" for k, v in cause.when.items()]
+    condition = [f"- {_condition(k, v, rec.hosts, kill, own)}" for k, v in cause.when.items()]
     lines = [
         f"Summary: {cause.title}",
         "",
@@ -112,6 +113,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
         f"Where in Nova: {cause.nova}",
         "",
         ("When: a compute dies (and is restarted) while, for the moving server:" if kill else
+         "When: the server is deleted while, with no periodic since its move ended:" if own else
          "When: update_available_resource runs while, for the moving server:"),
         *condition,
         "",
@@ -126,9 +128,12 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
             f"{move.op} {move.server}" + (f" to {_flavor(scen.flavors[move.flavor])}"
                                           if move.op == "resize" else ""),
             *([f"{rec.item.ending} it"] if rec.in_ending or not kill else []),
-            *([f"delete {move.server}"] if kill else [])], 1)],
+            *([f"delete {move.server}"] if kill else []),
+            *([f"delete {move.server} right away, before any periodic runs"] if own else [])],
+            1)],
         (f"Meanwhile, {caller} dies just {when} {method}: the test restarts its "
          "compute service in a stub of that call, which never returns." if kill else
+         "Nothing is injected: this is Nova's own path, a user's prompt delete." if own else
          f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just {when} "
          f"{method} (the test stubs that call)."),
         "",
@@ -180,7 +185,7 @@ _WORDS = {
 }
 
 
-def _condition(key: str, value, hosts: dict, kill: bool = False) -> str:
+def _condition(key: str, value, hosts: dict, kill: bool = False, own: bool = False) -> str:
     values = [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
     shown = " or ".join(values)
     host = " or ".join(hosts.get(v, v) for v in values)
@@ -191,6 +196,8 @@ def _condition(key: str, value, hosts: dict, kill: bool = False) -> str:
                                             "host",
                     "allocations.migration": "placement holds the migration's allocation on "
                                              "the {} host"}.get(key, template)
+    if own:  # what the delete meets, on the host whose tracker keeps the usage
+        template = {"runs_on": "on the {} host ({host})"}.get(key, template)
     return template.format(shown, host=host).replace("True", "yes").replace("False", "no")
 
 

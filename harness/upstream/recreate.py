@@ -65,7 +65,7 @@ class Boundary:
 
     @property
     def short(self) -> str:
-        return f"{self.owner}.{self.method}"
+        return f"{self.owner}.{self.method}" if self.path else ""
 
     @property
     def module_path(self) -> str:  # nova.compute (of nova.compute.rpcapi)
@@ -117,6 +117,8 @@ class Recreate:
     def how(self) -> str:
         """Where the fault strikes, in a sentence: the index's column."""
         b = self.boundary
+        if b.kind == "none":
+            return f"nothing injected: the servers deleted right after the {self.item.ending}"
         when = "after" if b.after else "before"
         call = b.short + (" setting " + ", ".join(f"{f} {v}" for f, v in b.when)
                           if b.when else "")
@@ -131,6 +133,8 @@ class Recreate:
     @property
     def test_method(self) -> str:
         b, role = self.boundary, self.item.point.split(":", 1)[0]
+        if b.kind == "none":
+            return f"test_delete_right_after_{self.item.ending.replace('-', '_')}"
         when = "after" if b.after else "before"
         if b.kill and b.kind == "save":
             return f"test_{role}_dies_{'after_' if b.after else ''}saving_{b.object.lower()}"
@@ -227,6 +231,18 @@ def judged_run(scen, item: Item, traces: dict, at: str | None = None,
     return run, record, found
 
 
+#: the boundary of a cause of Nova's own path: nothing is stubbed
+UNINJECTED = Boundary("", "none")
+
+
+def uninjected(item: Item, scen):
+    """An uninjected sample as :func:`bites` gives a boundary: ``(item, run, record,
+    UNINJECTED)``, the run keeping what every checkpoint read."""
+    from harness.execute import campaign, discovery
+    run = discovery.uninjected_run(scen, item.ending, keep_evidence=True)
+    yield item, run, campaign.judge_uninjected(scen.name, item.ending, None, run), UNINJECTED
+
+
 def bites(cause, item: Item, scen, traces: dict, say=lambda line: None):
     """The named boundaries where ``cause`` bites, nearest first: ``(item, run, record,
     boundary)``; a save that changes none of the fields a stub could tell it by is not."""
@@ -277,8 +293,8 @@ def steps(run, scen) -> list:
              **({scen.operation.mid: "move"} if scen.operation.name != "live-migration"
                 else {}),
              f"after-{run.ending}": run.ending, "after-restart": "restart"}
-    if run.recovery:  # a restart's run: its deletes are steps too
-        names["after-delete"] = "delete"
+    if run.recovery or not run.converge_ending:  # a restart's run, or the deletes right
+        names["after-delete"] = "delete"        # after the ending: its deletes are steps too
     out = []
     for cp in run.result.checkpoints:
         step = names.get(cp.name)
@@ -330,6 +346,9 @@ def refuse_item(item: Item) -> None:
     from harness.explore import faults
     scen = scenario_mod.load(item.scenario)
     refuse(scen)
+    if item.is_uninjected and scen.operation.name != "resize":
+        raise UsageError(f"no injection in {scen.operation.name}: a recreate test of Nova's "
+                         "own path covers a resize or cold migration so far")
     if item.fault not in (faults.DEFAULT_FAULT, faults.RESTART):
         raise UsageError(f"fault {item.fault}: a recreate test covers the whole periodic and "
                          "the restart so far")

@@ -74,6 +74,7 @@ def module(rec, scen, run, fixed: bool) -> str:
     op = scen.operation.name
     evacuate = op == "evacuate"
     body += (_evacuate_restart_body if restart and evacuate else _restart_body if restart
+             else _uninjected_body if rec.boundary.kind == "none"
              else _live_body if live else _evacuate_body if evacuate
              else _periodic_body)(rec, scen, fixed)
     return "\n".join(body) + "\n"
@@ -279,7 +280,7 @@ def _no_disk_copy() -> list:
 
 def _periodic_body(rec, scen, fixed) -> list:
     server, action = _action(scen)
-    body = _periodic_stub(rec)
+    body = _periodic_stub(rec) if rec.boundary.kind != "none" else []
     body += ["        with mock.patch(", *_no_disk_copy(), "        ):",
              f"            self.api.post_server_action(\n                {server}['id'], {action})",
              f"            {server} = self._wait_for_state_change({server}, 'VERIFY_RESIZE')"]
@@ -299,6 +300,23 @@ def _periodic_body(rec, scen, fixed) -> list:
     if any(step == "periodic" for step, _, _ in rec.steps):
         body += ["", "        self._run_periodics()"] + _check("periodic", rec, fixed)
     return body
+
+
+def _uninjected_body(rec, scen, fixed) -> list:
+    """Nothing injected: the move and its ending, then the deletes before any periodic."""
+    return (_periodic_body(rec, scen, fixed) + [""] + _deletes(scen)
+            + _check("delete", rec, fixed) + _periodic_check("delete", rec, fixed))
+
+
+def _deletes(scen) -> list:
+    """Delete every server and wait until its compute is done with it (the API forgets
+    a server before its compute has updated its tracker)."""
+    servers = [_ident(b.server) for b in scen.boots]
+    loop = ", ".join(servers) + ("," if len(servers) == 1 else "")
+    return [f"        for server in ({loop}):",
+            "            self.api.delete_server(server['id'])",
+            "            self._wait_for_instance_action_event(",
+            "                server, 'delete', 'compute_terminate_instance', 'success')"]
 
 
 def _die_stub(rec) -> list:
@@ -406,15 +424,8 @@ def _after_restart(rec, scen, server: str, fixed: bool) -> list:
     if not (fixed and rec.recovery is not None):
         body += _check("restart", rec, fixed) + _periodic_check("restart", rec, fixed)
     body.append("")
-    servers = [_ident(b.server) for b in scen.boots]
-    # the server is gone from the API before its compute has updated its tracker;
-    # _delete_server would not delete one in ERROR (a fixed recovery's)
-    loop = ", ".join(servers) + ("," if len(servers) == 1 else "")
-    body += [f"        for server in ({loop}):",
-             "            self.api.delete_server(server['id'])",
-             "            self._wait_for_instance_action_event(",
-             "                server, 'delete', 'compute_terminate_instance', 'success')"]
-    body += _check("delete", rec, fixed)
+    # _delete_server would not delete a server in ERROR (a fixed recovery's)
+    body += _deletes(scen) + _check("delete", rec, fixed)
     if rec.guests:
         body += ([] if fixed else [f"        # FIXME({_bug(rec.cause)}): no delete reached "
                                    "these guests"])
@@ -515,6 +526,12 @@ def _first_lines(text: str, most: int) -> str:
 
 def _docstring(rec, run) -> list:
     cause, b = rec.cause, rec.boundary
+    if b.kind == "none":
+        how = (f"Nothing is injected: the servers are deleted as soon as the "
+               f"{rec.item.ending} is done, before any periodic runs, as a user may.")
+        paras = [cause.title[0].upper() + cause.title[1:] + ".", _first_lines(cause.why, 8),
+                 how]
+        return [ln for para in paras for ln in textwrap.wrap(para, 72) + [""]][:-1]
     what = (f"{b.short} (the save that sets " + ", ".join(f"{f} {v}" for f, v in b.when) + ")"
             if b.kind == "save" else b.short)
     when = "as that call returns to" if b.after else "before"

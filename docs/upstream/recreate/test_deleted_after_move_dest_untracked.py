@@ -1,0 +1,140 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import collections
+from unittest import mock
+
+from nova import context as nova_context
+from nova import objects
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.libvirt import base
+
+
+# name: (cells, cores per cell, threads, memory KiB, per cell pages)
+HOSTS = {
+    'host-a': (2, 4, 1, 8388608, [
+        [(4, 655360), (2048, 768)],
+        [(4, 524288), (2048, 512), (1048576, 1)],
+    ]),
+    'host-b': (1, 5, 2, 8388608, [
+        [(4, 786432), (2048, 1536), (1048576, 2)],
+    ]),
+}
+
+
+class TestDeletedAfterMoveDestUntracked(base.ServersTestBase):
+    """No injection: a server deleted right after its move ends on another host
+    keeps its usage on the destination's tracker, which tracks the move's
+    claim and not the instance, until its next periodic.
+
+    The destination's move claim (resize_claim, rebuild_claim, the live
+    migration's claim) tracks the server in tracked_migrations. When the
+    move ends there (confirm, auto-confirm, a live migration's success, an
+    evacuation), instance.host names the destination, but nothing moves the
+    uuid to tracked_instances: only the next update_available_resource does.
+
+    Nothing is injected: the servers are deleted as soon as the confirm is
+    done, before any periodic runs, as a user may.
+    """
+
+    microversion = 'latest'
+    ADMIN_API = True
+
+    def setUp(self):
+        super().setUp()
+        self.flags(cpu_dedicated_set='2,3,4,5,6,7',
+                   cpu_shared_set='0,1',
+                   group='compute')
+        self.flags(reserved_host_memory_mb=0)
+        self.ctxt = nova_context.get_admin_context()
+        for name, (cells, cores, threads, mem, pages) in HOSTS.items():
+            info = fakelibvirt.HostInfo(
+                cpu_nodes=cells, cpu_cores=cores, cpu_threads=threads,
+                kB_mem=mem, mempages={
+                    i: fakelibvirt.create_mempages(p)
+                    for i, p in enumerate(pages)})
+            self.start_compute(hostname=name, host_info=info)
+
+    def _usages(self):
+        """Per host: (pinned pCPUs, hugepages used by size, vCPUs used,
+        memory used (MiB), placement usages), as its tracker saved them."""
+        usages = {}
+        for name in HOSTS:
+            node = objects.ComputeNode.get_by_nodename(self.ctxt, name)
+            cells = objects.NUMATopology.obj_from_db_obj(
+                node.numa_topology).cells
+            pages = collections.Counter()
+            for page in (p for cell in cells for p in cell.mempages):
+                pages[page.size_kb] += page.used if page.size_kb != 4 else 0
+            placement = self._get_provider_usages(self.compute_rp_uuids[name])
+            usages[name] = (
+                sum(len(cell.pinned_cpus) for cell in cells), dict(+pages),
+                node.vcpus_used, node.memory_mb_used,
+                {k: v for k, v in placement.items() if v})
+        return usages
+
+    def test_delete_right_after_confirm(self):
+        large = self._create_flavor(
+            vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
+            extra_spec={'hw:cpu_policy': 'dedicated',
+                        'hw:mem_page_size': '2048'})
+        small = self._create_flavor(
+            vcpu=2, memory_mb=1024, disk=1, ephemeral=0,
+            extra_spec={'hw:cpu_policy': 'dedicated',
+                        'hw:mem_page_size': '2048'})
+        vm1 = self._create_server(
+            flavor_id=small, host='host-a', networks='none')
+        self.assertEqual({
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (0, {}, 0, 0, {}),
+        }, self._usages())
+        with mock.patch(
+            'nova.virt.libvirt.driver.LibvirtDriver'
+            '.migrate_disk_and_power_off', return_value='{}',
+        ):
+            self.api.post_server_action(
+                vm1['id'], {'resize': {'flavorRef': large}})
+            vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
+        self.assertEqual({
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (4, {2048: 1024}, 4, 2048,
+                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
+        }, self._usages())
+        self.api.post_server_action(vm1['id'], {'confirmResize': None})
+        vm1 = self._wait_for_state_change(vm1, 'ACTIVE')
+        self._wait_for_instance_action_event(
+            vm1, 'confirmResize', 'compute_confirm_resize',
+            'success')
+        self.assertEqual({
+            'host-a': (0, {}, 0, 0, {}),
+            'host-b': (4, {2048: 1024}, 4, 2048,
+                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
+        }, self._usages())
+
+        for server in (vm1,):
+            self.api.delete_server(server['id'])
+            self._wait_for_instance_action_event(
+                server, 'delete', 'compute_terminate_instance', 'success')
+        # FIXME(bug): this should be
+        # 'host-b': (0, {}, 0, 0, {}),
+        self.assertEqual({
+            'host-a': (0, {}, 0, 0, {}),
+            'host-b': (4, {2048: 1024}, 4, 2048, {}),
+        }, self._usages())
+
+        self._run_periodics()
+        self.assertEqual({
+            'host-a': (0, {}, 0, 0, {}),
+            'host-b': (0, {}, 0, 0, {}),
+        }, self._usages())
