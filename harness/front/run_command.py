@@ -87,6 +87,10 @@ def cmd_run(args) -> int:
                                        "reported as items when run" if first else ""),
               file=sys.stderr)
         return EXIT_OK
+    for r in planned.uninjected:  # a defect of Nova's own path, reviewed: said first too
+        if r.verdict == "known":
+            print(f"without any injection, known: {r.item.id}: {r.known[0]} "
+                  f"({len(r.known)} findings; {r.item.replay_command()})", file=sys.stderr)
     for r in first:  # the first finding: said now, not only after a long sweep (in full there)
         what = (f"{r.problems[0]} ... ({len(r.problems)} problems; " if r.problems else
                 f"{r.known[0]} ({len(r.known)} findings of reviewed root causes; ")
