@@ -52,7 +52,17 @@ def test_the_verdict_names_what_keeps_a_patch_from_being_proven():
     assert verdict(before, still, ["gap"]) == [
         "gap still bites after the patch in 1 items, e.g. b",
         "1 items fail after the patch and not before, e.g. y"]
-    assert verdict(before, fixed, ["other-gap"]) == [
+    assert verdict(before, fixed, ["other-gap"]) == []
+
+
+def test_a_target_is_unshown_only_if_no_scenario_saw_it_bite():
+    """A cause of one operation has no item in another scenario's campaign: that is
+    no reason to call the proof short, unless no scenario saw it bite."""
+    from harness.upstream.prove import Side, unshown
+    bites = Side(1, {"gap": ["a"]}, {"gap": 1}, [], 3)
+    elsewhere = Side(0, {}, {}, [], 3)
+    assert unshown([elsewhere, bites], ["gap"]) == []
+    assert unshown([elsewhere, bites], ["gap", "other-gap"]) == [
         "other-gap bit nowhere before the patch: this campaign cannot show it fixed"]
 
 

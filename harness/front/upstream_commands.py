@@ -105,6 +105,7 @@ def cmd_prove(args) -> int:
             for line in prove.table(before, after, args.fixed or []):
                 print("  " + line, file=console.OUT)
             problems += [f"{name}: {p}" for p in prove.verdict(before, after, args.fixed or [])]
+        problems += prove.unshown(list(sides["before"][0].values()), args.fixed or [])
         for test, flips in [(t, True) for t in args.recreate or []] + [
                 (t, False) for t in args.test or []]:
             was = nova_tests.run([test], env=os.environ.copy())

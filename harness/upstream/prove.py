@@ -138,12 +138,18 @@ def table(before: Side, after: Side, fixed: list) -> list:
     return lines
 
 
+def unshown(befores: list, fixed: list) -> list:
+    """The targeted causes no scenario's campaign saw bite before the patch, one line
+    each: such a campaign cannot show them fixed. Judged over every scenario together,
+    since a cause of one operation has no item in another's campaign."""
+    return [f"{name} bit nowhere before the patch: this campaign cannot show it fixed"
+            for name in fixed if not any(side.bit.get(name) for side in befores)]
+
+
 def verdict(before: Side, after: Side, fixed: list) -> list:
-    """What makes the proof fail, one line each (empty: proven)."""
+    """What makes one scenario's proof fail, one line each (empty: proven there)."""
     out = []
     for name in fixed:
-        if not before.bit.get(name):
-            out.append(f"{name} bit nowhere before the patch: this campaign cannot show it fixed")
         if after.bit.get(name):
             out.append(f"{name} still bites after the patch in {len(after.bit[name])} items, "
                        f"e.g. {after.bit[name][0]}")
