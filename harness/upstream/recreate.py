@@ -89,6 +89,7 @@ class Recreate:
     in_ending: bool    # the fault strikes in the ending (after VERIFY_RESIZE)
     status: str        # the server's status after the ending
     guests: dict = dataclasses.field(default_factory=dict)  # host -> domains left
+    undeletable: tuple = ()  # servers whose delete failed on their compute
     #                                                 after the deletes (a restart's)
     module_name: str = ""
     text: str = ""        # the recreate test
@@ -332,7 +333,8 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
     rec = Recreate(cause, item, record, boundary, found, roles, logs,
                    recovery, in_ending,
-                   _status(record, scen.moves[0].server), guests=guests)
+                   _status(record, scen.moves[0].server), guests=guests,
+                   undeletable=_undeletable(record, scen) if kill else ())
     rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")
     rec.text, rec.fixed_text = (recreate_render.module(rec, scen, run, fixed)
                                 for fixed in (False, True))
@@ -439,6 +441,15 @@ def _guests_left(run) -> dict:
         if names:
             left[host] = len(names)
     return left
+
+
+def _undeletable(record, scen) -> tuple:
+    """The servers whose delete after the restart failed (the harness's liveness
+    finding lists them as ``name: why``, joined by ``; ``)."""
+    seen = " ".join(str(f["seen"]) for f in record.findings if f["check"] == "liveness"
+                    and f["where"] == "delete after the restart")
+    return tuple(b.server for b in scen.boots
+                 if re.search(rf"(^|; |'){re.escape(b.server)}: ", seen))
 
 
 def _status(record, server: str) -> str:
