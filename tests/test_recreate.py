@@ -131,6 +131,20 @@ def test_a_restart_may_die_at_a_save_told_apart_by_what_it_changes():
         (trace[1], False), (trace[0], False), (trace[2], True), (trace[1], True)]
 
 
+def test_a_save_its_caller_makes_last_is_struck_before_its_hosts_next_call():
+    """The window just after a save that ends its caller (``_claim_existing_migration``
+    saving the destination, before the migration context is saved) is still a
+    boundary: the stub saves and dies, the item is its host's next call."""
+    from harness.execute.item import Item
+    from harness.upstream import recreate
+    trace = ["dest:ResourceTracker._claim_existing_migration>Migration.save#1",
+             "source:ComputeManager.prep_resize>Flavor._load_projects#1",
+             "dest:ResourceTracker._move_claim>Instance.save#1"]
+    item = Item("pinned-hugepages", trace[2], "dest", "confirm", None, "resize", "restart")
+    assert (trace[2], trace[0], True) in [
+        (c.point, at, after) for c, at, after in recreate.candidates(item, trace)]
+
+
 def test_a_condition_reads_in_novas_words():
     from harness.upstream.bugreport import _condition
     hosts = {"source": "host-a", "dest": "host-b"}

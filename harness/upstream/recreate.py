@@ -176,7 +176,8 @@ def candidates(item: Item, trace: list) -> list:
     stub could not tell the calls apart), except a save (its stub tells them apart by
     the fields it changes). Then the same boundaries struck as they return: the item
     is at the caller's next call (``after``; not for a restart at a named call: its
-    stub could not call the real method and die, as a save's can)."""
+    stub could not call the real method and die, as a save's can); a save that is
+    its caller's last call is struck before its host's next call."""
     from harness.explore import faults
     kill = item.fault == faults.RESTART
     found = [boundary_of(p, kill) for p in trace]
@@ -193,8 +194,11 @@ def candidates(item: Item, trace: list) -> list:
     for *_, i, p in sorted(near):
         if kill and found[i].kind != "save":
             continue
-        caller = p.split(">", 1)[0]
+        caller, host = p.split(">", 1)[0], p.split(":", 1)[0]
         nxt = next((q for q in trace[i + 1:] if q.split(">", 1)[0] == caller), None)
+        if nxt is None and found[i].kind == "save":  # the caller's last call: a save's
+            nxt = next((q for q in trace[i + 1:]    # stub dies as it returns, before
+                        if q.split(":", 1)[0] == host), None)  # its host's next call
         if nxt is not None:
             after.append((dataclasses.replace(item, point=nxt), p, True))
     return before[:TRIES] + after[:TRIES]

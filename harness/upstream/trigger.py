@@ -31,7 +31,9 @@ class Found:
 def callee_path(label: str) -> tuple:
     """A point's callee label -> (dotted path to wrap, detail)."""
     from oslo_concurrency import lockutils
+    from nova import objects
     from nova.virt.libvirt.driver import LibvirtDriver
+    objects.register_all()  # every object's methods, not only those imported so far
     if label.startswith("lock."):
         return f"{lockutils.__name__}.lock", label[len("lock."):]
     for prefix in ("notify_usage.", "notify."):
