@@ -170,3 +170,15 @@ def test_the_index_keeps_every_causes_last_row(tmp_path):
     readme = (tmp_path / "README.md").read_text()
     assert "| a | `test_a` |" in readme and "| b | `test_b` |" in readme
     assert "- c: not run yet" in readme and "2 of 3 hard root causes written." in readme
+
+
+def test_every_shipped_module_keeps_novas_79_columns():
+    """Nova's pep8 gate: no shipped recreate or fixed module has a longer line."""
+    long = []
+    for folder in ("recreate", "fixed"):
+        for name in sorted(os.listdir(os.path.join(UPSTREAM, folder))):
+            if name.endswith(".py"):
+                with open(os.path.join(UPSTREAM, folder, name)) as fh:
+                    long += [f"{folder}/{name}:{n}" for n, line in enumerate(fh, 1)
+                             if len(line.rstrip("\n")) > 79]
+    assert not long, long

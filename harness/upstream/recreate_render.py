@@ -336,7 +336,9 @@ def _die_stub(rec) -> list:
     b, dying = rec.boundary, rec.dying
     if b.kind == "driver":
         die = ["        die = mock.patch.object(",
-               f"            self.computes[{dying!r}].driver, {b.method!r},",
+               *_fit(f"            self.computes[{dying!r}].driver, {b.method!r},",
+                     f"            self.computes[{dying!r}].driver,\n"
+                     f"            {b.method!r},"),
                "            side_effect=die_here)"]
     elif b.kind == "save":
         die = [f"        die = mock.patch.object(objects.{b.object}, 'save', die_here)"]
@@ -372,6 +374,11 @@ def _die_stub(rec) -> list:
                    f"            self.restart_compute_service({dying!r})",
                    "            restarted.set()",
                    "            time.sleep(1000000)", "", *die]
+
+
+def _fit(line: str, wrapped: str) -> list:
+    """``line`` if it fits Nova's 79 columns, else its ``wrapped`` form."""
+    return [line if len(line) <= 79 else wrapped]
 
 
 def _restart_body(rec, scen, fixed) -> list:
@@ -430,10 +437,15 @@ def _after_restart(rec, scen, server: str, fixed: bool) -> list:
         else:  # a fix may finish or undo the move once the service is up
             body.append(f"        self._wait_for_server_parameter(\n"
                         f"            {server}, {{'OS-EXT-STS:task_state': None}})")
-        body.append(f"        self.assertEqual({seen!r}, self._move_left({server}))")
+        body += _fit(f"        self.assertEqual({seen!r}, self._move_left({server}))",
+                     f"        self.assertEqual(\n            {seen!r},\n"
+                     f"            self._move_left({server}))")
     # a fixed recovery leaves another state than the one these values follow from
     if not (fixed and rec.recovery is not None):
-        body += _check("restart", rec, fixed) + _periodic_check("restart", rec, fixed)
+        body += _check("restart", rec, fixed) + _periodic_check("restart", rec, fixed,
+                                                                always=True)
+    else:
+        body += ["", "        self._run_periodics()"]
     body.append("")
     # _delete_server would not delete a server in ERROR (a fixed recovery's)
     body += _deletes(scen, rec, fixed) + _check("delete", rec, fixed)
@@ -451,11 +463,13 @@ def _done_lines() -> list:
             for i, line in enumerate(lines)]
 
 
-def _periodic_check(step: str, rec, fixed: bool) -> list:
-    """A periodic after ``step``, checked where it changes what Nova showed."""
+def _periodic_check(step: str, rec, fixed: bool, always: bool = False) -> list:
+    """A periodic after ``step``, checked where it changes what Nova showed. ``always``:
+    run it even where no count moves (the restart's: the run ran one there, and what
+    it leaves in a tracker's memory, the instances it tracks, decides the deletes)."""
     seen = {s: shown for s, shown, _ in rec.steps}
     if seen.get(f"{step} periodic", seen.get(step)) == seen.get(step):
-        return []
+        return ["", "        self._run_periodics()"] if always else []
     return ["", "        self._run_periodics()"] + _check(f"{step} periodic", rec, fixed)
 
 
