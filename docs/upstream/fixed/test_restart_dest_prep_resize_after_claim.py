@@ -148,6 +148,8 @@ class TestRestartDestPrepResizeAfterClaim(base.ServersTestBase):
             vm1, {'OS-EXT-STS:task_state': None})
         self.assertEqual((None, False, False), self._move_left(vm1))
 
+        self._run_periodics()
+
         for server in (vm1,):
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(

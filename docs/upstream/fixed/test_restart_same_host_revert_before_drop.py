@@ -131,7 +131,8 @@ class TestRestartSameHostRevertBeforeDrop(base.ServersTestBase):
             time.sleep(1000000)
 
         die = mock.patch.object(
-            self.computes['host-a'].driver, 'check_instance_shared_storage_local',
+            self.computes['host-a'].driver,
+            'check_instance_shared_storage_local',
             side_effect=die_here)
         with mock.patch(
             'nova.virt.libvirt.driver.LibvirtDriver'
@@ -151,6 +152,8 @@ class TestRestartSameHostRevertBeforeDrop(base.ServersTestBase):
             'host-a': (6, {2048: 1536}, 6, 3072,
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         }, self._usages())
+
+        self._run_periodics()
 
         for server in (vm1,):
             self.api.delete_server(server['id'])

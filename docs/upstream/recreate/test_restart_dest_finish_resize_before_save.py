@@ -178,6 +178,8 @@ class TestRestartDestFinishResizeBeforeSave(base.ServersTestBase):
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
 
+        self._run_periodics()
+
         for server in (vm1,):
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(

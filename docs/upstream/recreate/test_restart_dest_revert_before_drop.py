@@ -146,7 +146,8 @@ class TestRestartDestRevertBeforeDrop(base.ServersTestBase):
             time.sleep(1000000)
 
         die = mock.patch.object(
-            self.computes['host-b'].driver, 'check_instance_shared_storage_local',
+            self.computes['host-b'].driver,
+            'check_instance_shared_storage_local',
             side_effect=die_here)
         with mock.patch(
             'nova.virt.libvirt.driver.LibvirtDriver'
@@ -170,6 +171,8 @@ class TestRestartDestRevertBeforeDrop(base.ServersTestBase):
             'host-b': (4, {2048: 1024}, 4, 2048,
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
+
+        self._run_periodics()
 
         for server in (vm1,):
             self.api.delete_server(server['id'])

@@ -190,6 +190,8 @@ class TestRestartEvacuateDestAfterRebuildSave(base.ServersTestBase):
                        {'DISK_GB': 2, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
 
+        self._run_periodics()
+
         for server in (vm1, vm2):
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(

@@ -177,6 +177,8 @@ class TestRestartEvacuateDestBeforeContextDropped(base.ServersTestBase):
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         }, self._usages())
 
+        self._run_periodics()
+
         for server in (vm1, vm2):
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(

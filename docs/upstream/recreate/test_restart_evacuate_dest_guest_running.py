@@ -176,7 +176,9 @@ class TestRestartEvacuateDestGuestRunning(base.ServersTestBase):
         self.api.put_service(service['id'], {'forced_down': False})
         # FIXME(bug): the move is left half-done; this should be
         # (None, False, False)
-        self.assertEqual(('rebuild_spawning', True, False), self._move_left(vm1))
+        self.assertEqual(
+            ('rebuild_spawning', True, False),
+            self._move_left(vm1))
         # FIXME(bug): this should be
         # 'host-a': (2, {2048: 512}, 2, 1024,
         #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),

@@ -159,6 +159,8 @@ class TestRestartSameHostResizeMigrated(base.ServersTestBase):
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         }, self._usages())
 
+        self._run_periodics()
+
         # FIXME(bug 1836369): the delete fails on the compute; it should
         # succeed
         for server in (vm1,):

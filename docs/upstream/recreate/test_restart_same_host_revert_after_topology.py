@@ -159,6 +159,8 @@ class TestRestartSameHostRevertAfterTopology(base.ServersTestBase):
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         }, self._usages())
 
+        self._run_periodics()
+
         for server in (vm1,):
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(

@@ -25,9 +25,12 @@ from nova.tests.functional.libvirt import base
 
 # name: (cells, cores per cell, threads, memory KiB, per cell pages)
 HOSTS = {
-    'host-a': (2, 6, 1, 16777216, [
-        [(4, 1572864), (2048, 1024)],
-        [(4, 1572864), (2048, 1024)],
+    'host-a': (2, 4, 1, 8388608, [
+        [(4, 655360), (2048, 768)],
+        [(4, 524288), (2048, 512), (1048576, 1)],
+    ]),
+    'host-b': (1, 5, 2, 8388608, [
+        [(4, 786432), (2048, 1536), (1048576, 2)],
     ]),
 }
 #: migration statuses no longer in progress
@@ -58,11 +61,10 @@ class TestRestartSourceConfirmAfterConfirmed(base.ServersTestBase):
 
     def setUp(self):
         super().setUp()
-        self.flags(cpu_dedicated_set='2,3,4,5,6,7,8,9,10,11',
+        self.flags(cpu_dedicated_set='2,3,4,5,6,7',
                    cpu_shared_set='0,1',
                    group='compute')
         self.flags(reserved_host_memory_mb=0)
-        self.flags(allow_resize_to_same_host=True)
         self.ctxt = nova_context.get_admin_context()
         for name, (cells, cores, threads, mem, pages) in HOSTS.items():
             info = fakelibvirt.HostInfo(
@@ -111,10 +113,11 @@ class TestRestartSourceConfirmAfterConfirmed(base.ServersTestBase):
             extra_spec={'hw:cpu_policy': 'dedicated',
                         'hw:mem_page_size': '2048'})
         vm1 = self._create_server(
-            flavor_id=small, networks='none')
+            flavor_id=small, host='host-a', networks='none')
         self.assertEqual({
             'host-a': (2, {2048: 512}, 2, 1024,
                        {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
 
         restarted = threading.Event()
@@ -148,22 +151,27 @@ class TestRestartSourceConfirmAfterConfirmed(base.ServersTestBase):
                 vm1['id'], {'resize': {'flavorRef': large}})
             vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
         self.assertEqual({
-            'host-a': (6, {2048: 1536}, 6, 3072,
-                       {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (4, {2048: 1024}, 4, 2048,
+                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
         self.flags(resize_confirm_window=1)
         time.sleep(2)  # the window passes
         with die:
-            self.computes['host-a'].manager._poll_unconfirmed_resizes(
+            self.computes['host-b'].manager._poll_unconfirmed_resizes(
                 self.ctxt)
             self.assertTrue(restarted.wait(60))
         # FIXME(bug): this should be
-        # 'host-a': (4, {2048: 1024}, 4, 2048,
-        #            {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
+        # 'host-a': (0, {}, 0, 0, {}),
         self.assertEqual({
-            'host-a': (4, {2048: 1024}, 4, 2048,
-                       {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
+            'host-a': (0, {}, 0, 0,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (4, {2048: 1024}, 4, 2048,
+                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
+
+        self._run_periodics()
 
         for server in (vm1,):
             self.api.delete_server(server['id'])
@@ -174,4 +182,5 @@ class TestRestartSourceConfirmAfterConfirmed(base.ServersTestBase):
         self.assertEqual({
             'host-a': (0, {}, 0, 0,
                        {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
