@@ -80,6 +80,19 @@ def test_a_stuck_test_run_is_said_and_counts_as_failing():
     assert nova_tests.bad(summary) > 0
 
 
+def test_a_test_run_killed_from_outside_is_said_and_counts_as_failing(monkeypatch):
+    """Its last line is a progress dot, not a summary (measured: an area run that stalled
+    in eventlet's hub, killed by hand, printed '.' as its result)."""
+    import sys
+    from harness.upstream import nova_tests
+    monkeypatch.setattr(nova_tests, "command", lambda modules, select: [
+        sys.executable, "-c", "import os, signal; print('.', flush=True); "
+        "os.kill(os.getpid(), signal.SIGTERM)"])
+    code, summary = nova_tests.run(["nova.tests.unit.compute.test_resource_tracker"])
+    assert code < 0 and summary == "killed by signal 15: no result", summary
+    assert nova_tests.bad(summary) > 0
+
+
 def test_a_patch_names_the_causes_it_fixes(tmp_path):
     """``Fixes:`` lines before the diff: prove's default --fixed, and the bug texts'
     candidate fix (a patch by the cause's name still counts)."""
