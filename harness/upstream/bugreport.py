@@ -160,9 +160,13 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
                   "(a campaign striking at every call):"]
         lines += [f"- {place}: {span['calls']} calls, from {_call(span['first'])} to "
                   f"{_call(span['last'])}" for place, span in sorted(windows.items())]
-    lines += ["", f"Candidate fix: {fix}" if fix else "Candidate fix: none proposed yet",
-              "", f"Found by nova-chaos: {rec.item.replay_command()}"]
+    lines += ["", candidate_fix(fix), "", f"Found by nova-chaos: {rec.item.replay_command()}"]
     return "\n".join(lines) + "\n"
+
+
+def candidate_fix(fix: str | None) -> str:
+    """A bug text's candidate-fix line: the patch (``prove.fix_for``), or none yet."""
+    return f"Candidate fix: {fix}" if fix else "Candidate fix: none proposed yet"
 
 
 #: a condition's keys in Nova's words ({} is the value, {host} its host where it is a role)

@@ -111,9 +111,9 @@ def run(modules, select: str | None = None, env: dict | None = None, cwd: str | 
         started = [line for line in out.splitlines() if line.startswith("nova.")]
         return 124, (f"stuck: no result in {timeout:g} s"
                      + (f"; last test started: {started[-1][:160]}" if started else ""))
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if proc.returncode < 0:  # killed from outside: its last line is a progress dot
         return proc.returncode, f"killed by signal {-proc.returncode}: no result"
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
     return proc.returncode, (lines[-1] if lines else proc.stderr.strip()[-300:])
 
 
