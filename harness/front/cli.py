@@ -28,6 +28,12 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return int(text)
+
+
 def build_parser():
     from harness.cloud.nova_support import BACKENDS
     from harness.explore.tracer import DEFAULT_WINDOW
@@ -197,6 +203,9 @@ def build_parser():
     sp.add_argument("--known", help="also a point-list file of known findings (none shipped)")
     sp.add_argument("--jobs", default="auto", help="items at a time, or 'auto' (one per core)")
     sp.add_argument("--scenario", help="only the samples in this scenario")
+    sp.add_argument("--samples", type=_positive, default=None, metavar="N",
+                    help="at most N samples per cause, its first listed (default: all; "
+                    "CI runs 1: every cause, its clearest item)")
     sp.add_argument("--backend", **backend)
     sp.set_defaults(fn=commands.cmd_known)
     sp = sub.add_parser("baseline", help="run a scenario uninjected, checking every phase: the "

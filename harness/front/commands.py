@@ -337,7 +337,7 @@ def cmd_known(args) -> int:
     only = args.scenario and scenario.load(args.scenario).name  # an unknown name: one line
     console.load(args)
     started = time.monotonic()
-    bad_causes, n_causes = _known_causes(only, jobs, args.backend)
+    bad_causes, n_causes = _known_causes(only, jobs, args.backend, args.samples)
     samples, traces_by = {}, {}
     names = list(scenario.available())
     windows = [campaign.DEFAULT_WINDOW] + [w for w in WINDOWS if w != campaign.DEFAULT_WINDOW]
@@ -401,9 +401,10 @@ def cmd_known(args) -> int:
     return EXIT_FINDINGS if bad or bad_causes else EXIT_OK
 
 
-def _known_causes(only, jobs, backend) -> tuple:
+def _known_causes(only, jobs, backend, per_cause=None) -> tuple:
     """Run every root cause's sample items (``scenarios/cause-samples.toml``), or those in
-    scenario ``only``: each must come out known with its cause biting. ``(bad, checked)``."""
+    scenario ``only``, at most ``per_cause`` of each (its first listed: the clearest):
+    each must come out known with its cause biting. ``(bad, checked)``."""
     from harness import scenario
     from harness.execute import executor, plan
     from harness.execute.item import Item
@@ -412,7 +413,7 @@ def _known_causes(only, jobs, backend) -> tuple:
     names = {c.name for c in causes.load()}
     wanted = [(name, Item.parse(i)) for name, ids in
               by_cause.load_samples(os.path.join(scenario.SCENARIO_DIR, by_cause.SAMPLES_FILE)).items()
-              for i in ids]
+              for i in ids[:per_cause]]
     wanted = [(n, i) for n, i in wanted if not only or i.scenario == only]
     groups: dict = {}
     own = {}  # a cause of Nova's own path: its sample is discovery's uninjected run (cached)
