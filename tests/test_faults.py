@@ -1,12 +1,14 @@
 """The fault an item injects is part of its id, checked like the rest of it."""
 import json
+import os
+import re
 
 import pytest
 
 from harness.errors import UsageError
 from harness.execute.item import Item
-from harness.explore import faults
-from tests.conftest import cli
+from harness import faults
+from tests.conftest import ROOT, cli
 
 
 def test_a_split_item_id_round_trips_and_the_default_fault_is_not_written():
@@ -23,10 +25,34 @@ def test_an_unknown_fault_is_one_line_naming_it(fault):
         Item.parse(f"evacuate/dest:A>b#1/dest/source-restart/fault={fault}")
 
 
-def test_distances():
-    assert faults.split_distance("periodic") is None
-    assert faults.split_distance("split") == 1
-    assert faults.split_distance("split:3") == 3
+def test_each_fault_answers_for_itself():
+    periodic, split, split3, restart = map(faults.parse, ("periodic", "split", "split:3", "restart"))
+    assert [f.pause_calls for f in (periodic, split, split3, restart)] == [None, 1, 3, None]
+    assert [f.implicit for f in (periodic, split, restart)] == [True, False, False]
+    assert [f.periodic for f in (periodic, split, restart)] == [True, True, False]
+    assert [f.one_thread for f in (periodic, split, restart)] == [False, False, True]
+    assert [f.memoizable for f in (periodic, split, restart)] == [True, True, False]
+    assert faults.periodic_globs() == ["periodic", "split*"]
+    assert [str(f) for f in (periodic, split3)] == ["periodic", "split:3"]
+    assert all(k.summary and k.glob for k in faults.KINDS)
+    assert faults.help_text().count(": ") >= len(faults.KINDS)
+
+
+def test_only_the_fault_modules_know_which_fault_they_hold():
+    """Whatever asks about a fault asks the fault (harness.faults.base.Fault): a new fault
+    is its module and a line in the registry, not a branch at every site that cares."""
+    asks = re.compile(r"""\bfault\s*(==|!=|not in|in)\s*\(?\s*["'](periodic|split|restart)"""
+                      r"""|\bis_restart\b|split_distance|faults\.(RESTART|DEFAULT_FAULT)\b""")
+    offenders = []
+    for top, _, names in os.walk(os.path.join(ROOT, "harness")):
+        if os.path.basename(top) == "faults":
+            continue
+        for name in (n for n in names if n.endswith(".py")):
+            path = os.path.join(top, name)
+            for no, line in enumerate(open(path), 1):
+                if asks.search(line):
+                    offenders.append(f"{os.path.relpath(path, ROOT)}:{no}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
 
 
 def test_a_split_on_both_hosts_finishes_both_in_fork_and_fresh_mode(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from harness.execute import campaign
 from harness.execute.item import Item
-from harness.explore import faults
+from harness import faults
 from tests.conftest import cli
 
 #: Nova's own test_init_host restarts the source here (frozen thread, then a new service)
@@ -24,7 +24,7 @@ def test_a_restart_item_id_round_trips():
     item = Item("pinned-hugepages", SOURCE_SENDING, "source", "confirm", fault="restart")
     assert item.id.endswith("/source/confirm/fault=restart")
     assert Item.parse(item.id) == item
-    assert faults.split_distance("restart") is None and faults.is_restart("restart")
+    assert faults.parse("restart").pause_calls is None and faults.parse("restart").kills
 
 
 def test_a_restart_kills_the_host_whose_code_runs_once_per_point_before_the_endings_part():

@@ -19,14 +19,9 @@ from harness.execute.item import Item
 from harness.execute.record import PROVED_NOTHING, Problem, Record
 from harness.explore import injection
 from harness.oracles import causes as causes_mod, known
-from harness.errors import UnknownChoice, UsageError
-from harness.explore import faults
-from harness.explore.faults import DEFAULT_FAULT
+from harness import faults
+from harness.errors import UnknownChoice
 from harness.explore.tracer import DEFAULT_WINDOW
-
-#: the operations the restart fault is swept on (its recovery ledger knows their moves)
-RESTARTABLE = ("resize", "evacuate")
-
 
 def trace_key(scenario: str, window: str) -> str:
     """Key of one scenario+window's traces in the ``{key: traces}`` maps executors pass."""
@@ -87,45 +82,22 @@ def as_narrower(wider: list, wider_traces: dict, narrower_window: str,
 
 
 def items(scen, traces, targets=None, endings=None, mutation=None, points=None,
-          window: str = DEFAULT_WINDOW, fault: str = DEFAULT_FAULT) -> list:
-    """The campaign's items, point by point (then target, then ending)."""
+          window: str = DEFAULT_WINDOW, fault: str = faults.DEFAULT) -> list:
+    """The campaign's items, point by point (then target, then ending): where the fault
+    strikes (:meth:`harness.faults.base.Fault.reached`, ``strikes``)."""
     endings = endings or scen.endings
     targets = targets or targets_for(scen)
     chosen = points or union(traces)
-    reached = {e: set(traces[e]) for e in endings}
-    if faults.is_restart(fault):  # killed before the endings part: no ending ever runs
-        shared = set(_common_prefix([traces[e] for e in endings]))
-        reached = {e: {p for p in reached[e] if p not in shared or e == endings[0]}
-                   for e in endings}
+    kind = faults.parse(fault)
+    reached = kind.reached(traces, list(endings))
     return [Item(scen.name, p, t, e, mutation, window, fault) for p in chosen
-            for t in _fault_targets(scen, p, targets, fault) for e in endings if p in reached[e]]
-
-
-def _common_prefix(traces: list) -> list:
-    """The points every trace reaches the same way before they part."""
-    out = []
-    for same in zip(*traces):
-        if len(set(same)) > 1:
-            break
-        out.append(same[0])
-    return out
-
-
-def _fault_targets(scen, point_id: str, targets, fault: str) -> list:
-    """The targets a fault can strike at a point: a periodic can run on any host; a
-    restart kills the host whose code makes the call (its thread is the one frozen)."""
-    if not faults.is_restart(fault) or scen.same_host:
-        return list(targets)
-    role = point_id.split(":", 1)[0]
-    return [t for t in targets if t == role]
+            for t in kind.strikes(scen, p, targets) for e in endings if p in reached[e]]
 
 
 def validate(scen, traces, targets, endings, point_ids, mutation, window=DEFAULT_WINDOW,
-             fault=DEFAULT_FAULT):
+             fault=faults.DEFAULT):
     discovery.check_window(window)
-    if faults.is_restart(fault) and scen.operation.name not in RESTARTABLE:
-        raise UsageError(f"fault restart: swept on resize, cold-migration and evacuate "
-                         f"scenarios only, not {scen.name} ({scen.operation.name})")
+    faults.parse(fault).refuse(scen)
     for t in targets:
         if t not in targets_for(scen):
             raise UnknownChoice(f"target for {scen.name}", t, targets_for(scen))
@@ -147,7 +119,7 @@ def run_item(item: Item, traces: dict | None = None, entries=None,
     inj = injection.Injection(item.point, item.target, item.fault, detail=detail)
     # a restart freezes a thread of the one-thread cloud, in every mode (harness.explore.restart)
     run = runner.Run(scen, item.ending, converge_every=False, timeout=timeout,
-                     one_thread=faults.is_restart(item.fault))
+                     one_thread=faults.parse(item.fault).one_thread)
 
     class Instrument(fixtures.Fixture, runner.Hooks):
         """Nova broken first (if asked), then traced; the run's hooks are the injector's."""
@@ -196,15 +168,8 @@ def judge(item: Item, run, inj, traces, entries, started) -> Record:
                                 f"injection did not fire: point {item.point} was not reached"))
     else:
         reached = {cp.name for cp in result.checkpoints}
-        for host in inj.hosts if not faults.is_restart(item.fault) else ():
-            if f"after-injection@{host}" not in reached:
-                problems.append(Problem(
-                    "missed-injection", f"injection did not fire on {host}: its periodic was "
-                    "deferred to a lock release that never came"))
-        if faults.split_distance(item.fault) is not None:  # depth two, or nothing proved
-            problems += [Problem("missed-injection", f"the split periodic never stopped between "
-                                 f"its reads: {fired}") for fired in inj.fired_at
-                         if "split: resumed at " not in fired]
+        problems += [Problem("missed-injection", text) for text in
+                     faults.parse(item.fault).missed(inj.fired_at, inj.hosts, reached)]
     verdict, problems, known_lines, why = _verdict(
         item, result.checkpoints, problems, known.load() if entries is None else entries,
         inj.state)
@@ -298,7 +263,7 @@ def predates_causes(records: list) -> bool:
     periodic fault that names no cause. Its findings cannot be attributed again (a cause's
     condition is over the state the fault met, which such a report did not keep)."""
     return any(r.get("verdict") == "known" and not r.get("causes")
-               and not faults.is_restart(Item.parse(r["id"]).fault) for r in records)
+               and faults.parse(Item.parse(r["id"]).fault).periodic for r in records)
 
 
 def rejudge(record: dict, entries) -> dict:

@@ -58,8 +58,8 @@ from harness.execute.item import Item
 from harness.execute.branching import HOLD_ENV, Brancher, Slots, _one_thread, _time, fork_supported
 from harness.execute.record import Record
 from harness.execute import memo
-from harness.explore.faults import DEFAULT_FAULT
-from harness.explore import faults, injection
+from harness import faults
+from harness.explore import injection
 from harness.oracles import known
 
 
@@ -67,11 +67,11 @@ class ForkSweep:
     """Every wanted (point, target, ending) of one scenario + mutation + window, by fork."""
 
     def __init__(self, scen, mutation, items, traces, jobs=2, timeout=120.0,
-                 window=campaign.DEFAULT_WINDOW, fault=DEFAULT_FAULT, memo=True):
+                 window=campaign.DEFAULT_WINDOW, fault=faults.DEFAULT, memo=True):
         self.scen, self.mutation, self.traces, self.fault = scen, mutation, traces, fault
         # memoized continuations (harness.execute.memo): the one-thread cloud's
         # state is all in view; a restart's recovery is not a fixed script
-        self.memo = memo and _one_thread() and not faults.is_restart(fault)
+        self.memo = memo and _one_thread() and faults.parse(fault).memoizable
         self.store = None         # the continuations, once the sweep's scratch directory exists
         self.engines = None       # the cloud's SQL engines, found once by the top parent
         self.items = {i.id: i for i in items}

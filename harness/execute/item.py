@@ -8,8 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.errors import UsageError
-from harness.explore import faults
-from harness.explore.faults import DEFAULT_FAULT
+from harness import faults
 from harness.explore.tracer import DEFAULT_WINDOW
 
 SEP = "/"
@@ -31,14 +30,14 @@ class Item:
     ending: str
     mutation: str | None = None
     window: str = DEFAULT_WINDOW
-    fault: str = DEFAULT_FAULT  # the periodic whole, or split inside itself (harness.explore.split)
+    fault: str = faults.DEFAULT  # its spec (harness.faults)
 
     @property
     def id(self) -> str:
         base = SEP.join((self.scenario, self.point, self.target, self.ending))
         if self.window != DEFAULT_WINDOW:
             base += f"{SEP}window={self.window}"
-        if self.fault != DEFAULT_FAULT:
+        if not faults.parse(self.fault).implicit:
             base += f"{SEP}fault={self.fault}"
         return base + (f"{SEP}mutate={self.mutation}" if self.mutation else "")
 
@@ -52,7 +51,7 @@ class Item:
         if len(parts) != 4:
             raise UsageError(f"bad item id {text!r}; expected "
                              "SCENARIO/POINT/TARGET/ENDING[/window=NAME][/fault=NAME][/mutate=NAME]")
-        fault = faults.checked(options.get("fault", DEFAULT_FAULT))
+        fault = faults.checked(options.get("fault", faults.DEFAULT))
         return cls(*parts, mutation=options.get("mutate"),
                    window=options.get("window", DEFAULT_WINDOW), fault=fault)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.execute import campaign, discovery
-from harness.explore.faults import DEFAULT_FAULT
+from harness import faults
 
 
 @dataclasses.dataclass
@@ -39,7 +39,7 @@ def _outcomes(scen, endings, mutation) -> dict:
 
 
 def plan(campaigns, points=(), mutation=None, discover=discovery.discover,
-         fault=DEFAULT_FAULT, outcomes=_outcomes) -> Plan:
+         fault=faults.DEFAULT, outcomes=_outcomes) -> Plan:
     """Plan ``campaigns`` (``(scenario, window, targets, endings)``), in order.
 
     ``points``: only these point ids (each must exist in the one campaign

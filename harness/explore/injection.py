@@ -23,8 +23,8 @@ import fixtures
 
 from harness.execute.item import target_roles
 from harness.execute.runner import Hooks
-from harness.explore import faults, restart, split
-from harness.explore.faults import DEFAULT_FAULT
+from harness import faults
+from harness.explore import restart, split
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
 from harness.oracles import checks, state, views
 
@@ -33,7 +33,7 @@ from harness.oracles import checks, state, views
 class Injection:
     point_id: str
     target: str
-    fault: str = DEFAULT_FAULT
+    fault: str = faults.DEFAULT
     detail: bool = False       # record what the periodic changed (replay)
     hosts: list = dataclasses.field(default_factory=list)     # where it must fire (at the point)
     fired_at: list = dataclasses.field(default_factory=list)  # "host (now|deferred)"
@@ -60,7 +60,7 @@ class Injector(fixtures.Fixture, Hooks):
         self.window = window
         self.mutation = mutation  # Nova broken this way first, then traced (every mode alike)
         # the fault this process (or, forking, its children) injects
-        self.fault = fault or (injection.fault if injection else DEFAULT_FAULT)
+        self.fault = fault or (injection.fault if injection else faults.DEFAULT)
         self.paused: dict = {}  # host -> [Split, how, snapshot before, calls left]: stopped inside
 
     def _setUp(self):
@@ -74,7 +74,7 @@ class Injector(fixtures.Fixture, Hooks):
             self.run.cloud.one_thread.isolate(self.tracer._local)
         self.pause_hook = self.useFixture(split.PauseHook())
         self.addCleanup(self._abandon)
-        if faults.is_restart(self.fault):
+        if faults.parse(self.fault).kills:
             restart.install(self)
 
     def after_crash(self, run, crash):
@@ -89,7 +89,7 @@ class Injector(fixtures.Fixture, Hooks):
         inj = self.injection
         if inj is None or point.id != inj.point_id:
             return
-        if faults.is_restart(inj.fault):
+        if faults.parse(inj.fault).kills:
             restart.kill(self, point)  # never returns: the thread here is the dead host's
         inj.hosts = list(dict.fromkeys(self.tracer.host_of_role(r)
                                        for r in target_roles(inj.target)))
@@ -105,7 +105,7 @@ class Injector(fixtures.Fixture, Hooks):
         with self.tracer.suspended():
             self.note_state(host)
             before = views.snapshot(self.run.cloud) if self.injection.detail else None
-            distance = faults.split_distance(self.injection.fault)
+            distance = faults.parse(self.injection.fault).pause_calls
             if distance is not None:
                 cloud = self.run.cloud
                 one = cloud.one_thread or None

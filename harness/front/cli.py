@@ -37,7 +37,7 @@ def _positive(text: str) -> int:
 def build_parser():
     from harness.cloud.nova_support import BACKENDS
     from harness.explore.tracer import DEFAULT_WINDOW
-    from harness.explore import faults
+    from harness import faults
     p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     backend = dict(default=None, choices=BACKENDS,
@@ -85,11 +85,8 @@ def build_parser():
                     help="a root cause (scenarios/root-causes.toml) the Nova under test is "
                     "meant to fix: it must bite nowhere (items where it still does fail), "
                     "and it no longer reproducing is the run's success (repeatable)")
-    sp.add_argument("--fault", type=faults.checked, default=faults.DEFAULT_FAULT,
-                    help="periodic: the periodic runs whole at each point (the default); "
-                    "split: it stops between its instance and migration reads and finishes "
-                    "at the next yield point; split:N after N of the operation's calls "
-                    "(depth two)")
+    sp.add_argument("--fault", type=faults.checked, default=faults.DEFAULT,
+                    help=faults.help_text())
     sp.add_argument("--shard", metavar="K/N",
                     help="run only the K-th of N deterministic slices of the campaign (one "
                     "per CI machine; 'nova-chaos merge' joins their reports)")
@@ -163,7 +160,8 @@ def build_parser():
     sp.add_argument("--scenario", action="append",
                     help="scenarios to sweep (repeatable; default pinned-hugepages)")
     sp.add_argument("--window", action="append", help="windows (default resize and lifecycle)")
-    sp.add_argument("--fault", default="periodic", help="the fault to inject (default periodic)")
+    sp.add_argument("--fault", type=faults.checked, default=faults.DEFAULT,
+                    help=f"the fault to inject: {faults.SPECS} (default {faults.DEFAULT})")
     sp.add_argument("--ending", action="append", help="endings (default: the scenario's)")
     sp.add_argument("--point", action="append", help="only these point ids (default: every one)")
     sp.add_argument("--target", action="append", help="source, dest or both (default: each)")

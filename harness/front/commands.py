@@ -130,7 +130,7 @@ def validated_item(item_id: str, args, refuse=None):
     from harness.cloud import nova_support
     from harness.execute import campaign, discovery
     from harness.execute.item import Item
-    from harness.explore import faults
+    from harness import faults
     from harness.oracles import known
     item = Item.parse(item_id)
     scen = scenario.load(item.scenario)
@@ -143,7 +143,7 @@ def validated_item(item_id: str, args, refuse=None):
     if refuse:
         refuse(scen, item)
     console.load(args)
-    faults.check_backend(item.fault, nova_support.current_backend())
+    faults.parse(item.fault).check_backend(nova_support.current_backend())
     traces = discovery.discover(scen, item.window, endings=[item.ending], mutation=item.mutation)
     (uninjected,) = discovery.outcomes(scen, nova_support.current_backend(), [item.ending],
                                        item.mutation).values()
@@ -158,7 +158,7 @@ def validated_item(item_id: str, args, refuse=None):
 def cmd_replay(args) -> int:
     from harness.execute import campaign
     from harness.execute.item import Item
-    from harness.explore import faults
+    from harness import faults
     from harness.oracles import known
     uninjected = Item.parse(args.id)
     if uninjected.is_uninjected:  # an uninjected item's run is the baseline's
@@ -172,7 +172,7 @@ def cmd_replay(args) -> int:
     print("calls around the point:", file=console.OUT)
     for i in range(max(0, at - 4), min(len(result.trace), at + 5)):
         print(f"  {'>>' if i == at else '  '} {i + 1:3}. {result.trace[i]}", file=console.OUT)
-    print(f"{'fault' if faults.is_restart(item.fault) else 'periodic injected on'}: "
+    print(f"{faults.parse(item.fault).label}: "
           f"{', '.join(result.fired) or 'nowhere (point not reached)'}", file=console.OUT)
     for host, rows in result.changes.items():
         print(f"what the periodic changed on {host}'s watch:", file=console.OUT)
@@ -326,7 +326,7 @@ def cmd_known(args) -> int:
     from harness import scenario
     from harness.execute import campaign, discovery, executor, plan
     from harness.explore.tracer import WINDOWS
-    from harness.explore.faults import DEFAULT_FAULT
+    from harness import faults
     from harness.oracles import known
     if args.known and not os.path.isfile(args.known):
         raise UsageError(f"point-list file {args.known} does not exist")
@@ -355,7 +355,7 @@ def cmd_known(args) -> int:
         endings = [e for e in scen.endings if e in ending.values()]
         # the faults the entries name (a glob: the default one's items)
         kinds = list(dict.fromkeys(entries[k].fault if not set("*?[") & set(entries[k].fault)
-                                   else DEFAULT_FAULT for k in wanted))
+                                   else faults.DEFAULT for k in wanted))
         for window, fault in ((w, f) for w in (windows if endings else ()) for f in kinds):
             # discovered only while an entry is unsampled
             planned = plan.plan([(scen, window, campaign.choose(scen)[0], endings)], fault=fault)

@@ -93,7 +93,7 @@ def pytest_generate_tests(metafunc):
     marker = metafunc.definition.get_closest_marker("chaos")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: chaos_item needs @pytest.mark.chaos")
-    from harness import scenario
+    from harness import faults, scenario
     from harness.execute import campaign, discovery, plan
     config, opt = metafunc.config, metafunc.config.getoption
     scen = scenario.load(marker.kwargs["scenario"])
@@ -104,7 +104,7 @@ def pytest_generate_tests(metafunc):
     planned = plan.plan([(scen, window, targets, endings)], opt("--chaos-point") or (),
                         marker.kwargs.get("mutation"),
                         lambda s, w, e, m: discovery.points_without_nova(s, backend, w, e, m),
-                        fault=marker.kwargs.get("fault", "periodic"),
+                        fault=marker.kwargs.get("fault", faults.DEFAULT),
                         outcomes=lambda s, e, m: discovery.outcomes(s, backend, e, m))
     shards, params = config.stash[SHARDS_KEY], []
     for record in planned.failing:  # the first finding: a failing test, not a collection error

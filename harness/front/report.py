@@ -13,7 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from harness.execute.item import UNINJECTED
-from harness.explore.faults import DEFAULT_FAULT
+from harness import faults
 from harness.files import UMASK, atomic_write  # noqa: F401 - the reports' writer
 
 MARK = {"pass": ".", "known": "k", "fail": "F", "error": "E"}
@@ -233,7 +233,7 @@ def proposed_entries(records: list, sets: dict | None = None) -> str:
                 if not mine:
                     continue
                 out += ["[[finding]]", f'scenario = "{scen}"', f'window = "{window[0]}"']
-                if window[1] != DEFAULT_FAULT:
+                if not faults.parse(window[1]).implicit:
                     out.append(f'fault = "{window[1]}"')
                 out.append("points = [")
                 out += [f'    "{p}",' for p in _named(points, sets or {})]

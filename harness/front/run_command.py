@@ -7,7 +7,7 @@ import sys
 import time
 
 from harness.errors import UsageError
-from harness.explore.faults import DEFAULT_FAULT
+from harness import faults
 from harness.front import console
 from harness.front.console import EXIT_FINDINGS, EXIT_OK
 
@@ -59,8 +59,7 @@ def cmd_run(args) -> int:
         raise UsageError("--point needs one scenario and one window")
     info = console.load(args)
     from harness.cloud import nova_support
-    from harness.explore import faults
-    faults.check_backend(args.fault, nova_support.current_backend())
+    faults.parse(args.fault).check_backend(nova_support.current_backend())
     started = time.monotonic()
     planned = plan.plan(todo, args.point or (), args.mutate, fault=args.fault)
     for line in planned.lines:
@@ -198,7 +197,7 @@ def _resumed(args, items, meta) -> dict:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{args.json}: not a nova-chaos JSON report to resume ({exc!r})") from None
     for key in ("nova", "backend", "mutation", "fault", "campaigns", "shard"):
-        if stored.get(key, DEFAULT_FAULT if key == "fault" else None) != json.loads(json.dumps(meta[key])):
+        if stored.get(key, faults.DEFAULT if key == "fault" else None) != json.loads(json.dumps(meta[key])):
             raise UsageError(f"{args.json} was made by another run ({key}: {stored.get(key)!r}, "
                              f"this run: {meta[key]!r}); not resuming it")
     planned = {i.id for i in items}

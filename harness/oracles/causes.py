@@ -31,7 +31,7 @@ import fnmatch
 import itertools
 import os
 
-from harness import files
+from harness import faults, files
 from harness.errors import InvalidScenario
 from harness.oracles import checks
 from harness.oracles.ledger import placement_resources
@@ -259,7 +259,7 @@ def _cause(c: dict, where: str) -> Cause:
                               "no placement)")
     when = {k: _listed(v) for k, v in c["when"].items()}
     return Cause(c["name"], c["class"], c["title"], c.get("bug", ""), c.get("nova", ""),
-                 _listed(c.get("fault", ["periodic", "split*"])), _listed(c.get("scenario", "*")),
+                 _listed(c.get("fault", faults.periodic_globs())), _listed(c.get("scenario", "*")),
                  when, tuple(effects), tuple(expects), c.get("why", ""))
 
 

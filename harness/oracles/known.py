@@ -17,7 +17,7 @@ import re
 from harness import files
 from harness.errors import InvalidScenario
 from harness.oracles.checks import value_of  # noqa: F401  (reports name values through here)
-from harness.explore import faults
+from harness import faults
 from harness.scenario import SCENARIO_DIR
 from harness.explore.tracer import DEFAULT_WINDOW
 
@@ -74,7 +74,7 @@ class Entry:
                 and fnmatch.fnmatchcase(item.mutation or "none", self.mutation)
                 and fnmatch.fnmatchcase(item.window, self.window)
                 and fnmatch.fnmatchcase(item.fault, self.fault)
-                and (self.fault != "*" or not faults.is_restart(item.fault)))
+                and (self.fault != "*" or faults.parse(item.fault).periodic))
 
     def covering(self, checkpoint: str, finding):
         """Index of the expectation that covers this finding, or None.

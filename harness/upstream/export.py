@@ -21,7 +21,7 @@ import textwrap
 
 from harness.errors import UsageError
 from harness.execute.item import Item, target_roles
-from harness.explore import faults
+from harness import faults
 from harness.oracles import causes, known
 from harness.upstream import trigger
 
@@ -42,9 +42,9 @@ def refuse_unsupported(scen, item: Item) -> None:
     if item.mutation:
         raise UsageError(f"{item.id}: export writes a test of Nova as it is; a mutation is "
                          "the harness's (apply it around the exported test instead)")
-    if item.fault != faults.DEFAULT_FAULT:
-        raise UsageError(f"{item.id}: export supports the whole periodic only, not "
-                         f"fault {item.fault!r}")
+    refusal = faults.parse(item.fault).export_refusal()
+    if refusal:
+        raise UsageError(f"{item.id}: {refusal}")
     if scen.operation.name != "resize":
         raise UsageError(f"{item.id}: export supports resize and cold migration scenarios, "
                          f"not {scen.operation.name}")
@@ -107,7 +107,7 @@ def item_of_cause(name: str) -> Item:
     samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
     for item_id in samples.get(name, []):
         item = Item.parse(item_id)
-        if (item.fault == faults.DEFAULT_FAULT and not item.mutation and item.ending in ENDINGS
+        if (not faults.parse(item.fault).export_refusal() and not item.mutation and item.ending in ENDINGS
                 and scenario_mod.load(item.scenario).operation.name == "resize"):
             return item
     raise UsageError(f"root cause {name}: no sample export can write (a whole periodic in a "

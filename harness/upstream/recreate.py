@@ -178,8 +178,8 @@ def candidates(item: Item, trace: list) -> list:
     is at the caller's next call (``after``; not for a restart at a named call: its
     stub could not call the real method and die, as a save's can); a save that is
     its caller's last call is struck before its host's next call."""
-    from harness.explore import faults
-    kill = item.fault == faults.RESTART
+    from harness import faults
+    kill = faults.parse(item.fault).kills
     found = [boundary_of(p, kill) for p in trace]
     paths = [b.path if b else None for b in found]
     once = {p for p, n in collections.Counter(paths).items() if p and n == 1}
@@ -210,13 +210,15 @@ def judged_run(scen, item: Item, traces: dict, at: str | None = None,
     at point ``at`` (default: the item's) as its call met it)`` -- a save's with the
     fields that call changes."""
     from harness.execute import campaign, runner
-    from harness.explore import faults, injection
+    from harness import faults
+    from harness.explore import injection
     at = at or item.point
+    fault = faults.parse(item.fault)
     inj = injection.Injection(item.point, item.target, item.fault, detail=True)
     run = runner.Run(scen, item.ending, converge_every=False,
-                     one_thread=faults.is_restart(item.fault))  # as campaign.run_item
+                     one_thread=fault.one_thread)  # as campaign.run_item
     run.keep_evidence = True
-    found = boundary_of(at, faults.is_restart(item.fault))
+    found = boundary_of(at, fault.kills)
     seen = {}
 
     class Seeing(injection.Injector):
@@ -316,10 +318,10 @@ def steps(run, scen) -> list:
 
 
 def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
-    from harness.explore import faults
+    from harness import faults
     from harness.upstream import recreate_render
     refuse(scen)
-    kill = item.fault == faults.RESTART
+    kill = faults.parse(item.fault).kills
     found = steps(run, scen)
     logs = _log_expects(cause, record)
     recovery = _recovery(record, scen.moves[0].server) if kill else None
@@ -349,24 +351,18 @@ def refuse_item(item: Item) -> None:
     """Before Nova loads: one resize or cold migration, the whole periodic or a restart
     on Nova as it is, an ending a test can ask for."""
     from harness import scenario as scenario_mod
-    from harness.explore import faults
+    from harness import faults
     scen = scenario_mod.load(item.scenario)
     refuse(scen)
     if item.is_uninjected and scen.operation.name != "resize":
         raise UsageError(f"no injection in {scen.operation.name}: a recreate test of Nova's "
                          "own path covers a resize or cold migration so far")
-    if item.fault not in (faults.DEFAULT_FAULT, faults.RESTART):
-        raise UsageError(f"fault {item.fault}: a recreate test covers the whole periodic and "
-                         "the restart so far")
     if item.mutation:
         raise UsageError("a mutation is the harness's: a recreate test is of Nova as it is")
-    if item.fault == faults.RESTART and scen.operation.name not in ("resize", "evacuate"):
-        raise UsageError(f"fault restart in {scen.operation.name}: a recreate test covers a "
-                         "restart in a resize, cold migration or evacuation so far")
-    endings = ENDINGS[scen.operation.name] + (
-        ("auto-confirm",) if item.fault == faults.RESTART else ())
-    if item.ending not in endings:
-        raise UsageError(f"ending {item.ending}: a recreate test ends in {' or '.join(endings)}")
+    refusal = faults.parse(item.fault).recreate_refusal(
+        scen, item.ending, ENDINGS.get(scen.operation.name, ()))
+    if refusal:
+        raise UsageError(refusal)
 
 
 def index(rows: list) -> str:

@@ -1,0 +1,68 @@
+"""``restart``: the compute whose code runs at the point dies there (its thread
+frozen, as a killed process's) and a new ComputeManager starts on the same
+fake host; the item then checks the recovery and deletes every server (the
+machinery: :mod:`harness.explore.restart`)."""
+from harness.errors import UsageError
+from harness.faults.base import Fault
+
+#: the operations it is swept on (its recovery ledger knows their moves)
+RESTARTABLE = ("resize", "evacuate")
+
+
+class Restart(Fault):
+    kind = glob = "restart"
+    periodic = False
+    kills = True
+    label = "fault"
+    summary = ("restart: the compute whose code runs at the point dies there and restarts "
+               "(resize, cold migration, evacuate; threads backend)")
+
+    @classmethod
+    def parse(cls, spec: str):
+        return cls(spec) if spec == cls.kind else None
+
+    def check_backend(self, backend):
+        if backend != "threads":
+            raise UsageError(f"fault restart needs the threads backend (Nova 34's default); "
+                             f"this run's is {backend} (eventlet is deprecated)")
+
+    def refuse(self, scen):
+        if scen.operation.name not in RESTARTABLE:
+            raise UsageError(f"fault restart: swept on resize, cold-migration and evacuate "
+                             f"scenarios only, not {scen.name} ({scen.operation.name})")
+
+    def reached(self, traces, endings):
+        """Killed before the endings part, no ending ever runs: a point every ending's
+        trace reaches the same way is one item (of the first ending)."""
+        shared = set(_common_prefix([traces[e] for e in endings]))
+        return {e: {p for p in traces[e] if p not in shared or e == endings[0]}
+                for e in endings}
+
+    def strikes(self, scen, point_id, targets):
+        """The host whose code makes the call (its thread is the one frozen)."""
+        if scen.same_host:
+            return list(targets)
+        role = point_id.split(":", 1)[0]
+        return [t for t in targets if t == role]
+
+    def missed(self, fired_at, hosts, reached):
+        return []  # a killed host owes no checkpoint after the point
+
+    def export_refusal(self):
+        return f"export supports the whole periodic only, not fault {self.spec!r}"
+
+    def recreate_refusal(self, scen, ending, endings):
+        if scen.operation.name not in ("resize", "evacuate"):
+            return (f"fault restart in {scen.operation.name}: a recreate test covers a "
+                    "restart in a resize, cold migration or evacuation so far")
+        return super().recreate_refusal(scen, ending, (*endings, "auto-confirm"))
+
+
+def _common_prefix(traces: list) -> list:
+    """The points every trace reaches the same way before they part."""
+    out = []
+    for same in zip(*traces):
+        if len(set(same)) > 1:
+            break
+        out.append(same[0])
+    return out
