@@ -370,9 +370,7 @@ class _BranchingInjector(injection.Injector):
         None, {ending: the continuation it inherited})``."""
         inj = self.injection
         reached = {cp.name for cp in run.result.checkpoints}
-        if (self.sweep.store is None or self.paused or not inj.fired_at
-                or any(self.tracer.on_release.values())
-                or any(f"after-injection@{h}" not in reached for h in inj.hosts)):
+        if self.sweep.store is None or not self.strike.over(reached):
             return endings, None, {}  # the injection is not over: its item runs in full
         digest = self._digest(run)
         if digest is None:

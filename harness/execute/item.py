@@ -9,17 +9,13 @@ import dataclasses
 
 from harness.errors import UsageError
 from harness import faults
+from harness.faults.base import target_roles  # noqa: F401 (its home before harness.faults)
 from harness.explore.tracer import DEFAULT_WINDOW
 
 SEP = "/"
 #: the point of an *uninjected* item: the scenario run with no fault at all, the
 #: path every item of its ending starts from (its target is :data:`NOWHERE`)
 UNINJECTED, NOWHERE = "uninjected", "none"
-
-
-def target_roles(target: str) -> tuple:
-    """The host roles an item's periodic runs on: ``both`` is the source and the dest."""
-    return ("source", "dest") if target == "both" else (target,)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,10 +21,9 @@ import dataclasses
 
 import fixtures
 
-from harness.execute.item import target_roles
 from harness.execute.runner import Hooks
 from harness import faults
-from harness.explore import restart, split
+from harness.explore import split
 from harness.explore.tracer import DEFAULT_WINDOW, Tracer
 from harness.oracles import checks, state, views
 
@@ -61,7 +60,6 @@ class Injector(fixtures.Fixture, Hooks):
         self.mutation = mutation  # Nova broken this way first, then traced (every mode alike)
         # the fault this process (or, forking, its children) injects
         self.fault = fault or (injection.fault if injection else faults.DEFAULT)
-        self.paused: dict = {}  # host -> [Split, how, snapshot before, calls left]: stopped inside
 
     def _setUp(self):
         if self.mutation:
@@ -72,56 +70,25 @@ class Injector(fixtures.Fixture, Hooks):
         self.run.tracer = self.tracer
         if self.run.cloud.one_thread:  # an RPC's callee starts with a stack of its own
             self.run.cloud.one_thread.isolate(self.tracer._local)
+        # in every run, whatever its fault: the same wrappers, the same stacks and point ids
         self.pause_hook = self.useFixture(split.PauseHook())
-        self.addCleanup(self._abandon)
-        if faults.parse(self.fault).kills:
-            restart.install(self)
+        self.strike = faults.parse(self.fault).arm(self)  # what the fault does (harness.faults)
+        self.addCleanup(self.strike.abandon)
+        self.strike.install()
 
     def after_crash(self, run, crash):
-        restart.recover(run, crash)
+        self.strike.after_crash(run, crash)
 
     def before_check(self, run, name):
-        self._resume_all(f"checkpoint {name}")
+        self.strike.before_check(name)
 
     def _on_point(self, point):
         self.run.where = f"yield point {point.id}"
-        self._tick(point.id)
+        self.strike.on_call(point.id)
         inj = self.injection
         if inj is None or point.id != inj.point_id:
             return
-        if faults.parse(inj.fault).kills:
-            restart.kill(self, point)  # never returns: the thread here is the dead host's
-        inj.hosts = list(dict.fromkeys(self.tracer.host_of_role(r)
-                                       for r in target_roles(inj.target)))
-        for host in inj.hosts:
-            lock = f"compute_resources@{host}"
-            periodic = lambda h=host, how="now", stage=point.stage: self._periodic(h, how, stage)  # noqa: E731
-            if lock in self.tracer.held:
-                self.tracer.on_release[lock].append(lambda p=periodic: p(how="deferred"))
-            else:
-                periodic()
-
-    def _periodic(self, host, how, stage):
-        with self.tracer.suspended():
-            self.note_state(host)
-            before = views.snapshot(self.run.cloud) if self.injection.detail else None
-            distance = faults.parse(self.injection.fault).pause_calls
-            if distance is not None:
-                cloud = self.run.cloud
-                one = cloud.one_thread or None
-                part = split.make(lambda ctx: cloud.periodic(host, ctx),
-                                   [self.tracer._local, *(one._locals if one else ())], one)
-                self.pause_hook.splits.append(part)
-                part.run()
-                if part.paused:  # it finishes later (_tick, _resume_all); judged then
-                    self.paused[host] = [part, how, before, distance]
-                    self.tracer.before_acquire[f"compute_resources@{host}"] = (
-                        lambda: self._resume_all(f"a request for compute_resources@{host}"))
-                    return
-                how += ", never stopped inside"
-            else:
-                self.run.cloud.periodic(host)
-            self._judged(host, how, before, stage)
+        self.strike.at_point(point)
 
     def note_state(self, host, resumed: bool = False, allocations: bool = False) -> None:
         """What the periodic on ``host`` is about to act on (:mod:`harness.oracles.state`);
@@ -141,7 +108,7 @@ class Injector(fixtures.Fixture, Hooks):
             if isinstance(met.get(server), dict):
                 met[server]["resumed"] = then
 
-    def _judged(self, host, how, before, stage):
+    def judged(self, host, how, before, stage):
         """The injected periodic on ``host`` is over: record it, check every view."""
         self.injection.fired_at.append(f"{host} ({how})")
         if before is not None:
@@ -150,34 +117,3 @@ class Injector(fixtures.Fixture, Hooks):
         phase = self.run.ledger(self.run.operation.stage_phase(stage, self.run.ending))
         self.run.checkpoint(f"after-injection@{host}", phase, exact_cells=False,
                             converge=False)
-
-    def _tick(self, point_id: str) -> None:
-        """One more call of the operation: finish the paused periodics whose calls are up."""
-        for host in list(self.paused):
-            paused = self.paused.get(host)  # one resumed before may have finished it
-            if paused is None:
-                continue
-            paused[3] -= 1
-            if paused[3] <= 0:
-                self._resume(host, point_id)
-
-    def _abandon(self) -> None:
-        """The run stopped with a periodic paused: let it finish (its lock), judge nothing."""
-        while self.paused:
-            self.paused.popitem()[1][0].run()
-
-    def _resume_all(self, where: str) -> None:
-        for host in list(self.paused):
-            self._resume(host, where)
-
-    def _resume(self, host: str, where: str) -> None:
-        """Finish the periodic stopped inside itself on ``host``, here; then judge it."""
-        paused = self.paused.pop(host, None)
-        if paused is None:  # another's checkpoint, on the way here, finished it
-            return
-        part, how, before, _ = paused
-        self.tracer.before_acquire.pop(f"compute_resources@{host}", None)
-        with self.tracer.suspended():
-            self.note_state(host, resumed=True)
-            part.run()
-            self._judged(host, f"{how}, split: resumed at {where}", before, self.tracer.stage())

@@ -9,6 +9,48 @@ registry (:mod:`harness.faults`). The defaults are the periodic's.
 from __future__ import annotations
 
 
+def target_roles(target: str) -> tuple:
+    """The host roles an item strikes: ``both`` is the source and the dest."""
+    return ("source", "dest") if target == "both" else (target,)
+
+
+class Strike:
+    """What one run's fault does, called by its injector (:class:`harness.explore.injection.Injector`).
+
+    Armed when the injector is set up, before any point: a fork parent arms
+    with its sweep's fault before anything is injected, and its children
+    inherit the strike. ``injector`` is duck-typed (its tracer, run,
+    injection and the helpers every fault shares: ``note_state``, ``judged``).
+    """
+
+    def __init__(self, injector):
+        self.injector = injector
+
+    def install(self) -> None:
+        """Set the run up for this fault (after the tracer, before the first call)."""
+
+    def at_point(self, point) -> None:
+        """The item's point is reached, on the thread that makes its call: strike."""
+        raise NotImplementedError
+
+    def on_call(self, point_id: str) -> None:
+        """Every yield point of the run, the item's own included, before it strikes."""
+
+    def before_check(self, name: str) -> None:
+        """Checkpoint ``name`` is about to read every view."""
+
+    def after_crash(self, run, crash) -> None:
+        """A host died (:class:`harness.cloud.inprocess.HostCrashed`): what follows."""
+
+    def abandon(self) -> None:
+        """The run is over, with or without the strike done: release what it holds."""
+
+    def over(self, reached: set) -> bool:
+        """Nothing of the strike is still to come (``reached``: the checkpoints so far):
+        a fork parent may then inherit the rest of the run (:mod:`harness.execute.memo`)."""
+        return bool(self.injector.injection.fired_at)
+
+
 class Fault:
     """One fault, as its spec names it. Subclasses set what differs from the periodic."""
 
@@ -71,6 +113,10 @@ class Fault:
         return [f"injection did not fire on {host}: its periodic was deferred to a lock "
                 "release that never came" for host in hosts
                 if f"after-injection@{host}" not in reached]
+
+    def arm(self, injector) -> Strike:
+        """This fault's :class:`Strike` for one run of ``injector``."""
+        raise NotImplementedError
 
     def export_refusal(self) -> str | None:
         """Why ``nova-chaos export`` cannot write its items as a standalone test (None: it can)."""

@@ -3,7 +3,7 @@ frozen, as a killed process's) and a new ComputeManager starts on the same
 fake host; the item then checks the recovery and deletes every server (the
 machinery: :mod:`harness.explore.restart`)."""
 from harness.errors import UsageError
-from harness.faults.base import Fault
+from harness.faults.base import Fault, Strike
 
 #: the operations it is swept on (its recovery ledger knows their moves)
 RESTARTABLE = ("resize", "evacuate")
@@ -20,6 +20,9 @@ class Restart(Fault):
     @classmethod
     def parse(cls, spec: str):
         return cls(spec) if spec == cls.kind else None
+
+    def arm(self, injector):
+        return RestartStrike(injector)
 
     def check_backend(self, backend):
         if backend != "threads":
@@ -56,6 +59,23 @@ class Restart(Fault):
             return (f"fault restart in {scen.operation.name}: a recreate test covers a "
                     "restart in a resize, cold migration or evacuation so far")
         return super().recreate_refusal(scen, ending, (*endings, "auto-confirm"))
+
+
+class RestartStrike(Strike):
+    """The compute running the point is killed there, then restarted and checked
+    (:mod:`harness.explore.restart`: install, kill, recover)."""
+
+    def install(self):
+        from harness.explore import restart
+        restart.install(self.injector)
+
+    def at_point(self, point):
+        from harness.explore import restart
+        restart.kill(self.injector, point)  # never returns: the thread here is the dead host's
+
+    def after_crash(self, run, crash):
+        from harness.explore import restart
+        restart.recover(run, crash)
 
 
 def _common_prefix(traces: list) -> list:
