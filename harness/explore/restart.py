@@ -36,8 +36,6 @@ from harness.oracles.ledger import Holding, Phase
 
 #: the checkpoints a run plans once a host died
 PLANNED = ["after-boot", "after-restart", "after-delete"]
-#: migration statuses Nova's resource tracker no longer counts (its in-progress query's complement)
-OVER = ("confirmed", "reverted", "failed", "completed", "cancelled", "done", "error")
 
 
 def install(injector) -> None:
@@ -107,13 +105,13 @@ def recovered_phase(run) -> Phase:
     holdings, status = [], {}
     for server, uuid in sorted(run.cloud.servers.items()):
         status[server] = ("ANY", None)
-        inst = _instance(ctx, uuid, ["flavor"])
+        inst = views.instance(ctx, uuid, ["flavor"])
         if inst is None:  # deleted before the kill surfaced (a kill in the deletes): nothing held
             continue
         migration = views.latest_migration(run.cloud, server)
         # a move Nova still calls in flight (a task state, or waiting at VERIFY_RESIZE):
         # both hosts hold it; a server at rest holds its flavor where it lives, only
-        moving = (migration is not None and migration.status not in OVER
+        moving = (migration is not None and migration.status not in views.OVER
                   and (inst.task_state is not None or inst.vm_state == vm_states.RESIZED))
         if moving and migration.migration_type == "evacuation":
             # placement holds the instance on both hosts; the down source's guest is fenced
@@ -137,35 +135,3 @@ def recovered_phase(run) -> Phase:
         else:
             holdings.append(Holding(inst.host, server, "instance", flavors[inst.flavor.name]))
     return Phase("after-restart", tuple(holdings), status, recovered=True)
-
-
-def _instance(ctx, uuid, attrs):
-    """The instance as the database has it, or None once deleted."""
-    from nova import exception, objects
-    try:
-        return objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=attrs)
-    except exception.InstanceNotFound:
-        return None
-
-
-def left_behind(cloud) -> list:
-    """``(server, what, seen)`` for what a recovered move left: a server not at
-    VERIFY_RESIZE keeps no task state, no migration context, no migration in progress."""
-    from nova import context
-    from nova.compute import vm_states
-    from harness.oracles import views
-    ctx = context.get_admin_context()
-    out = []
-    for server, uuid in sorted(cloud.servers.items()):
-        inst = _instance(ctx, uuid, ["migration_context"])
-        if inst is None or inst.vm_state == vm_states.RESIZED:  # gone, or at VERIFY_RESIZE
-            continue
-        migration = views.latest_migration(cloud, server)
-        if inst.task_state is not None:
-            out.append((server, "task_state", inst.task_state))
-        if inst.migration_context is not None:
-            out.append((server, "migration context", f"set (migration "
-                        f"{inst.migration_context.migration_id})"))
-        if migration is not None and migration.status not in OVER:
-            out.append((server, "migration status", migration.status))
-    return out

@@ -38,6 +38,7 @@ def build_parser():
     from harness.cloud.nova_support import BACKENDS
     from harness.explore.tracer import DEFAULT_WINDOW
     from harness import faults
+    from harness.execute import executor
     p = _Parser(prog="nova-chaos", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     backend = dict(default=None, choices=BACKENDS,
@@ -96,7 +97,7 @@ def build_parser():
     sp.add_argument("--jobs", default="auto",
                     help="items at a time (forked children or worker processes), or 'auto' "
                     "(the default: one per core)")
-    sp.add_argument("--mode", choices=("fork", "fresh"),
+    sp.add_argument("--mode", choices=executor.MODES,
                     help="fork: reuse the prefix (the default where os.fork exists); "
                     "fresh: a new cloud per item")
     sp.add_argument("--timeout", type=_seconds,

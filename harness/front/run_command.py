@@ -148,7 +148,7 @@ def cmd_run(args) -> int:
     # a shard sees part of each cause's items: `merge` judges the causes of the whole run
     regressed = [] if shard else by_cause.verdict_problems(meta["causes"], fixed)
     unsound = []
-    if mode == "fork":
+    if executor.strategy(mode).has_parents:
         meta["fork_parents"] = parents
         # every child continued its parent's run: a parent off its recorded
         # trace, or failing uninjected, undermines the sweep it forked

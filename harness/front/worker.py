@@ -32,7 +32,8 @@ def main() -> int:
 def _work() -> int:
     parser = argparse.ArgumentParser(prog="harness.front.worker")
     parser.add_argument("--backend", default="eventlet")
-    parser.add_argument("--mode", choices=("fork", "fresh"), default="fresh")
+    from harness.execute.executor import MODES
+    parser.add_argument("--mode", choices=MODES, default="fresh")
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
     from harness.cloud import nova_support
@@ -42,7 +43,7 @@ def _work() -> int:
     from harness.front.console import claim_stdout, quiet
     quiet()
     from harness.execute.item import Item
-    from harness.execute.executor import ITEM_TIMEOUT, run_items
+    from harness.execute.executor import ITEM_TIMEOUT, strategy
     out = claim_stdout()
 
     def emit(record):
@@ -50,11 +51,7 @@ def _work() -> int:
         out.flush()
     items = [Item.parse(text) for text in job["items"]]
     timeout = job.get("timeout", ITEM_TIMEOUT)
-    if args.mode == "fresh":  # one at a time in this process
-        from harness.execute.fresh import run_here
-        run_here(items, job["traces"], emit, timeout)
-    else:
-        run_items(items, job["traces"], args.jobs, args.backend, emit, "fork", timeout)
+    strategy(args.mode).in_worker(items, job["traces"], args.jobs, args.backend, emit, timeout)
     return 0
 
 

@@ -286,9 +286,9 @@ def recovered(ctx) -> list:
     context or migration in progress."""
     if not getattr(ctx.phase, "recovered", False):
         return []
-    from harness.explore import restart
+    from harness.oracles import views
     return [Finding("recovery", f"server {server} {what} after the restart", None, seen)
-            for server, what, seen in restart.left_behind(ctx.cloud)]
+            for server, what, seen in views.left_behind(ctx.cloud)]
 
 
 @check("logs")

@@ -107,12 +107,47 @@ def topology_view(cloud) -> dict:
     return out
 
 
+#: migration statuses Nova's resource tracker no longer counts (its in-progress query's complement)
+OVER = ("confirmed", "reverted", "failed", "completed", "cancelled", "done", "error")
+
+
 def latest_migration(cloud, server: str):
     """The server's most recent Migration object (from the database), or None."""
     from nova import context, objects
     migrations = objects.MigrationList.get_by_filters(
         context.get_admin_context(), {"instance_uuid": cloud.servers[server]})
     return max(migrations, key=lambda m: m.id) if migrations else None
+
+
+def instance(ctx, uuid, attrs):
+    """The instance as the database has it, or None once deleted."""
+    from nova import exception, objects
+    try:
+        return objects.Instance.get_by_uuid(ctx, uuid, expected_attrs=attrs)
+    except exception.InstanceNotFound:
+        return None
+
+
+def left_behind(cloud) -> list:
+    """``(server, what, seen)`` for what a recovered move left: a server not at
+    VERIFY_RESIZE keeps no task state, no migration context, no migration in progress."""
+    from nova import context
+    from nova.compute import vm_states
+    ctx = context.get_admin_context()
+    out = []
+    for server, uuid in sorted(cloud.servers.items()):
+        inst = instance(ctx, uuid, ["migration_context"])
+        if inst is None or inst.vm_state == vm_states.RESIZED:  # gone, or at VERIFY_RESIZE
+            continue
+        migration = latest_migration(cloud, server)
+        if inst.task_state is not None:
+            out.append((server, "task_state", inst.task_state))
+        if inst.migration_context is not None:
+            out.append((server, "migration context", f"set (migration "
+                        f"{inst.migration_context.migration_id})"))
+        if migration is not None and migration.status not in OVER:
+            out.append((server, "migration status", migration.status))
+    return out
 
 
 def consumers(cloud) -> dict:
