@@ -55,15 +55,27 @@ class NondeterministicTrace(HarnessError):
     """Two recording runs of the same scenario reached different yield points."""
 
 
-class HostCrashed(HarnessError):
-    """A compute host died mid-step (the restart fault): the step cannot finish.
+class MoveInterrupted(HarnessError):
+    """A fault ended the move mid-step: the step cannot finish.
 
-    Not a ScenarioFailed: no step may take it for Nova refusing; the run's
-    recovery (``harness.explore.restart``) takes over.
+    Not a ScenarioFailed: no step may take it for Nova refusing; the
+    fault's recovery (its Strike's ``after_crash``) takes over.
     """
+
+
+class HostCrashed(MoveInterrupted):
+    """A compute host died mid-step (the restart fault)."""
 
     def __init__(self, host):
         super().__init__(f"compute {host} died")
+        self.host = host
+
+
+class MoveFailed(MoveInterrupted):
+    """A call failed where a fault made it fail, and Nova's handling of it is over."""
+
+    def __init__(self, host, what):
+        super().__init__(f"{what} failed on {host}")
         self.host = host
 
 

@@ -123,6 +123,9 @@ class Cloud(fixtures.Fixture):
     """
 
     crashed: tuple | list = ()  # hosts whose compute died (the restart fault), not restarted yet
+    #: set by a fault that makes a call fail: ``() -> MoveInterrupted | None``, what a wait
+    #: raises once Nova's handling of the failure is over (the fault's recovery takes over)
+    interruption = None
 
     def __init__(self, scenario, timeout: float = 60.0, one_thread: bool = False,
                  files_at: str | None = None):
@@ -244,6 +247,9 @@ class Cloud(fixtures.Fixture):
         for _ in range(int(self.timeout / POLL_SECONDS) + 1):
             if self.crashed:  # what it waits for died with the host: the recovery takes over
                 raise HostCrashed(self.crashed[0])
+            interrupted = self.interruption() if self.interruption is not None else None
+            if interrupted is not None:  # what it waits for will not come: the same
+                raise interrupted
             value = ready()
             if value:
                 return value

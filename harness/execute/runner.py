@@ -23,7 +23,7 @@ import fixtures
 
 from harness.oracles import checks, views
 from harness.cloud.inprocess import Cloud, deadline_guard
-from harness.errors import HostCrashed, ScenarioFailed, UnknownChoice
+from harness.errors import MoveInterrupted, ScenarioFailed, UnknownChoice
 
 
 @dataclasses.dataclass
@@ -269,7 +269,7 @@ class Run:
         crashed = None
         try:
             self.operation.steps(self)
-        except HostCrashed as crash:
+        except MoveInterrupted as crash:
             crashed = crash
         if crashed is not None:  # outside the handler: nothing Nova raises now chains to it
             self.hooks.after_crash(self, crashed)

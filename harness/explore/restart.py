@@ -30,9 +30,8 @@ fault needs it in every mode (fork, fresh, replay) and the threads backend.
 """
 from __future__ import annotations
 
-from harness.errors import HarnessError, ScenarioFailed
-from harness.oracles import checks
-from harness.oracles.ledger import Holding, Phase
+from harness.errors import HarnessError
+from harness.explore import recovery
 
 #: the checkpoints a run plans once a host died
 PLANNED = ["after-boot", "after-restart", "after-delete"]
@@ -70,68 +69,4 @@ def recover(run, crash) -> None:
     cloud = run.cloud
     run.where = f"restarting {crash.host}"
     cloud.restart_dead(crash.host)
-    for host in sorted(cloud.down):  # a fenced host comes back too: nothing else ends its move
-        run.where = f"restarting {host}"
-        cloud.restart(host)
-    run.checkpoint("after-restart", run.quietly(lambda: recovered_phase(run)), exact_cells=False,
-                   converge=True)
-    refused = []
-    for boot in run.scenario.boots:
-        run.where = f"delete {boot.server}"
-        if cloud.gone(boot.server):  # deleted before the kill surfaced
-            continue
-        try:
-            cloud.delete(boot.server)
-        except ScenarioFailed as exc:  # Nova's answer after a crash is evidence, not the end
-            refused.append(f"{boot.server}: {exc}")
-    if refused:
-        run.ending_error = checks.Finding("liveness", "delete after the restart", "success",
-                                          "; ".join(refused))
-    run.checkpoint("after-delete", run.ledger("after-delete"), converge=True)
-
-
-def recovered_phase(run) -> Phase:
-    """What each host should hold, from the database as the recovery left it.
-
-    Read from the instance and its latest migration, never from the
-    resource tracker; each server's status may be anything (a crash may
-    leave ERROR; the accounting must still match).
-    """
-    from nova import context, objects
-    from nova.compute import vm_states
-    from harness.oracles import views
-    flavors = run.scenario.flavors
-    ctx = context.get_admin_context()
-    holdings, status = [], {}
-    for server, uuid in sorted(run.cloud.servers.items()):
-        status[server] = ("ANY", None)
-        inst = views.instance(ctx, uuid, ["flavor"])
-        if inst is None:  # deleted before the kill surfaced (a kill in the deletes): nothing held
-            continue
-        migration = views.latest_migration(run.cloud, server)
-        # a move Nova still calls in flight (a task state, or waiting at VERIFY_RESIZE):
-        # both hosts hold it; a server at rest holds its flavor where it lives, only
-        moving = (migration is not None and migration.status not in views.OVER
-                  and (inst.task_state is not None or inst.vm_state == vm_states.RESIZED))
-        if moving and migration.migration_type == "evacuation":
-            # placement holds the instance on both hosts; the down source's guest is fenced
-            flavor = flavors[inst.flavor.name]
-            holdings += [Holding(migration.source_compute, server, "instance", flavor,
-                                 running=False, topology="old"),
-                         Holding(migration.dest_compute or inst.host, server, "instance", flavor,
-                                 topology="new")]
-        elif moving:
-            # the migration's own record of the two flavors (the instance stores the
-            # new one only once the destination's claim has run)
-            old = flavors[objects.Flavor.get_by_id(ctx, migration.old_instance_type_id).name]
-            new = flavors[objects.Flavor.get_by_id(ctx, migration.new_instance_type_id).name]
-            # killed before the destination's claim named it: the scheduler's pick holds
-            # the instance's allocation (and nothing else may)
-            dest = migration.dest_compute or (run.tracer.hosts.get("dest") if run.tracer
-                                              and server == run.scenario.subject.server else None)
-            holdings += [Holding(migration.source_compute, server, "migration", old,
-                                 running=False, topology="old"),
-                         Holding(dest, server, "instance", new, running=False, topology="new")]
-        else:
-            holdings.append(Holding(inst.host, server, "instance", flavors[inst.flavor.name]))
-    return Phase("after-restart", tuple(holdings), status, recovered=True)
+    recovery.check_and_delete(run, "after-restart")

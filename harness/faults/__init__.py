@@ -9,16 +9,17 @@ import functools
 
 from harness.errors import UsageError
 from harness.faults.base import Fault
+from harness.faults.driver import Driver
 from harness.faults.periodic import Periodic
 from harness.faults.restart import Restart
 from harness.faults.split import Split
 
 #: every fault, in the order help texts list them
-KINDS = (Periodic, Split, Restart)
+KINDS = (Periodic, Split, Restart, Driver)
 #: the fault an item injects when its id names none
 DEFAULT = Periodic.kind
 #: the specs ``--fault`` takes, as help texts list them
-SPECS = "periodic, split, split:N (N >= 1), restart"
+SPECS = "periodic, split, split:N (N >= 1), restart, driver"
 
 
 @functools.lru_cache(maxsize=None)

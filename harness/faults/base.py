@@ -14,6 +14,23 @@ def target_roles(target: str) -> tuple:
     return ("source", "dest") if target == "both" else (target,)
 
 
+def common_prefix(traces: list) -> list:
+    """The points every trace reaches the same way before they part."""
+    out = []
+    for same in zip(*traces):
+        if len(set(same)) > 1:
+            break
+        out.append(same[0])
+    return out
+
+
+def once_before_endings(traces: dict, endings: list) -> dict:
+    """``{ending: points}`` for a fault after which no ending runs: a point every ending's
+    trace reaches the same way is one item (of the first ending)."""
+    shared = set(common_prefix([traces[e] for e in endings]))
+    return {e: {p for p in traces[e] if p not in shared or e == endings[0]} for e in endings}
+
+
 class Strike:
     """What one run's fault does, called by its injector (:class:`harness.explore.injection.Injector`).
 

@@ -3,7 +3,7 @@ frozen, as a killed process's) and a new ComputeManager starts on the same
 fake host; the item then checks the recovery and deletes every server (the
 machinery: :mod:`harness.explore.restart`)."""
 from harness.errors import UsageError
-from harness.faults.base import Fault, Strike
+from harness.faults.base import Fault, Strike, once_before_endings
 
 #: the operations it is swept on (its recovery ledger knows their moves)
 RESTARTABLE = ("resize", "evacuate")
@@ -37,9 +37,7 @@ class Restart(Fault):
     def reached(self, traces, endings):
         """Killed before the endings part, no ending ever runs: a point every ending's
         trace reaches the same way is one item (of the first ending)."""
-        shared = set(_common_prefix([traces[e] for e in endings]))
-        return {e: {p for p in traces[e] if p not in shared or e == endings[0]}
-                for e in endings}
+        return once_before_endings(traces, endings)
 
     def strikes(self, scen, point_id, targets):
         """The host whose code makes the call (its thread is the one frozen)."""
@@ -76,13 +74,3 @@ class RestartStrike(Strike):
     def after_crash(self, run, crash):
         from harness.explore import restart
         restart.recover(run, crash)
-
-
-def _common_prefix(traces: list) -> list:
-    """The points every trace reaches the same way before they part."""
-    out = []
-    for same in zip(*traces):
-        if len(set(same)) > 1:
-            break
-        out.append(same[0])
-    return out

@@ -281,13 +281,14 @@ def liveness(ctx) -> list:
 
 @check("recovery")
 def recovered(ctx) -> list:
-    """After a compute died and restarted, no move is left half-done (1836369's
+    """After a fault ended a move and Nova handled it, no move is left half-done (1836369's
     shape): a server not at VERIFY_RESIZE keeps no task state, migration
     context or migration in progress."""
     if not getattr(ctx.phase, "recovered", False):
         return []
     from harness.oracles import views
-    return [Finding("recovery", f"server {server} {what} after the restart", None, seen)
+    after = ctx.phase.name.replace("after-", "after the ", 1)  # after the restart, the failure
+    return [Finding("recovery", f"server {server} {what} {after}", None, seen)
             for server, what, seen in views.left_behind(ctx.cloud)]
 
 

@@ -1,0 +1,164 @@
+"""``driver``: the libvirt driver call the compute manager makes at the point
+fails, raising the ``libvirtError`` libvirt raises when its daemon gives up
+(``VIR_ERR_INTERNAL_ERROR``); Nova's own handling of it runs (its
+decorators revert the task state, record the instance fault, set the
+migration to error, roll back allocations), then the run waits for the
+servers to settle, checks every view against the ledger that follows from
+the database as that handling left it and that nothing is left half-done
+(:mod:`harness.explore.recovery`), and deletes every server -- what a user
+does with a move that failed -- after which nothing may be held anywhere.
+
+It strikes the manager's own driver calls (``ComputeManager.*>driver.*``),
+on the host that makes them; the resource tracker's driver reads are the
+periodic's, not the move's.
+"""
+import fixtures
+
+from harness.errors import MoveFailed, UsageError
+from harness.faults.base import Fault, Strike, once_before_endings
+from harness.faults.restart import RESTARTABLE
+
+#: the checkpoints a run plans once the failure struck
+PLANNED = ["after-boot", "after-failure", "after-delete"]
+#: polls of a wait (harness.cloud.inprocess.POLL_SECONDS each) a server may keep a task
+#: state after the failure: then the recovery checks what Nova left (a task state left
+#: behind is a finding there, not a wait that never ends)
+SETTLE_POLLS = 40
+
+
+class Driver(Fault):
+    kind = glob = "driver"
+    periodic = False
+    label = "driver call failed on"
+    summary = ("driver: the compute manager's libvirt driver call at the point raises "
+               "libvirtError, Nova handles it, then every server is deleted (resize, cold "
+               "migration, evacuate)")
+
+    @property
+    def one_thread(self):
+        return False
+
+    @property
+    def memoizable(self):
+        return False  # the run leaves the traced path at the point: nothing to inherit
+
+    @classmethod
+    def parse(cls, spec: str):
+        return cls(spec) if spec == cls.kind else None
+
+    def arm(self, injector):
+        return DriverStrike(injector)
+
+    def refuse(self, scen):
+        if scen.operation.name not in RESTARTABLE:
+            raise UsageError(f"fault driver: swept on resize, cold-migration and evacuate "
+                             f"scenarios only, not {scen.name} ({scen.operation.name})")
+
+    def reached(self, traces, endings):
+        """The move ends at the failure: a point every ending reaches the same way is one item."""
+        return once_before_endings(traces, endings)
+
+    def strikes(self, scen, point_id, targets):
+        """The host whose manager makes the driver call at the point (none elsewhere)."""
+        role, rest = point_id.split(":", 1)
+        function, label = rest.split(">", 1)
+        if not (function.startswith("ComputeManager.") and label.startswith("driver.")):
+            return []
+        return list(targets) if scen.same_host else [t for t in targets if t == role]
+
+    def missed(self, fired_at, hosts, reached):
+        return []  # the recovery's checkpoints are planned; missing one is an error already
+
+    def export_refusal(self):
+        return f"export supports the whole periodic only, not fault {self.spec!r}"
+
+    def recreate_refusal(self, scen, ending, endings):
+        return (f"fault {self.spec}: a recreate test covers the whole periodic and the "
+                "restart so far")
+
+
+#: the attribute that marks the exception the fault raised (and only it)
+INJECTED = "nova_chaos_injected"
+
+
+class DriverStrike(Strike):
+    """Raise at the point; end the move's waits once Nova has handled the failure."""
+
+    def install(self):
+        self.injector.useFixture(_CastsDropInjected())
+
+    def at_point(self, point):
+        from nova.tests.fixtures import libvirt as fakelibvirt
+        injector = self.injector
+        tracer, inj, run = injector.tracer, injector.injection, injector.run
+        host = tracer.host_of_role(point.role)
+        call = point.callee
+        inj.hosts = [host]
+        inj.fired_at.append(f"{host} ({call} raised libvirtError)")
+        run.recovery = list(PLANNED)
+        tracer.open, tracer.closed = False, True  # what follows is Nova's handling, not the trace
+        run.where = f"{call} failing on {host} at {point.id}"
+        with tracer.suspended():  # what the failure meets: a root cause's condition
+            injector.note_state(host, allocations=True)
+        polls = [0]
+        run.cloud.interruption = lambda: self._settled(run, host, call, polls)
+        error = fakelibvirt.make_libvirtError(
+            fakelibvirt.libvirtError, f"internal error: injected by nova-chaos: {call} failed",
+            error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
+            error_domain=fakelibvirt.VIR_FROM_QEMU)
+        setattr(error, INJECTED, True)
+        raise error
+
+    @staticmethod
+    def _settled(run, host, call, polls):
+        """A :class:`MoveFailed` once no server has a task state (or the bound ran out)."""
+        from nova import context
+        from harness.oracles import views
+        polls[0] += 1
+        ctx = context.get_admin_context()
+        busy = [s for s, uuid in run.cloud.servers.items()
+                if getattr(views.instance(ctx, uuid, []), "task_state", None) is not None]
+        return MoveFailed(host, call) if not busy or polls[0] > SETTLE_POLLS else None
+
+    def after_crash(self, run, crash):
+        from harness.explore import recovery
+        run.cloud.interruption = None
+        run.where = f"after {crash}"
+        recovery.check_and_delete(run, "after-failure")
+
+
+def _injected(exc) -> bool:
+    """``exc`` is, or was raised while handling, the exception the fault raised."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if getattr(exc, INJECTED, False):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class _CastsDropInjected(fixtures.Fixture):
+    """A cast's sender never sees its callee fail: in production it has moved on
+    when the callee runs. Nova's CastAsCall (the in-process cloud's) waits for the
+    callee and hands its exception back; the one this fault raised (after the
+    callee's own handlers logged it and undid what they undo) is dropped here, so
+    that no handler of the sender's runs on a failure it could not have seen."""
+
+    def _setUp(self):
+        import oslo_messaging
+        prepare = oslo_messaging.RPCClient.prepare
+
+        def prepared(client, *args, **kwargs):
+            cctxt = prepare(client, *args, **kwargs)
+            cast = cctxt.cast
+
+            def dropping(*a, **k):
+                try:
+                    return cast(*a, **k)
+                except Exception as exc:
+                    if not _injected(exc):
+                        raise
+            cctxt.cast = dropping
+            return cctxt
+        self.useFixture(fixtures.MonkeyPatch("oslo_messaging.RPCClient.prepare", prepared))
