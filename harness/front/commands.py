@@ -433,7 +433,8 @@ def _known_causes(only, jobs, backend, per_cause=None) -> tuple:
         planned = plan.plan([(scen, window, sorted({i.target for i in items}),
                               [e for e in scen.endings if e in {i.ending for i in items}])],
                             points=sorted({i.point for i in items}), mutation=mutation, fault=fault)
-        traces_by.update(planned.traces)
+        for key, traces in planned.traces.items():  # groups of one scenario and window (other
+            traces_by.setdefault(key, {}).update(traces)  # faults, endings) share its traces
         have = {i.id for i in planned.items}
         todo += [i for i in items if i.id in have]
     results = {r.item.id: r for r in executor.run_items(
