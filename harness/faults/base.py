@@ -8,6 +8,8 @@ registry (:mod:`harness.faults`). The defaults are the periodic's.
 """
 from __future__ import annotations
 
+from harness.errors import UsageError
+
 
 def target_roles(target: str) -> tuple:
     """The host roles an item strikes: ``both`` is the source and the dest."""
@@ -84,6 +86,10 @@ class Fault:
     #: thread is frozen there), fork parents cannot inherit stored continuations, and a
     #: recreate test restarts the compute instead of running its periodic
     kills = False
+    #: the operations it is swept on (None: every one)
+    operations: tuple | None = None
+    #: a recreate test can be written of its items
+    recreatable = True
     #: how many of the operation's calls the periodic stays stopped inside itself (None: whole)
     pause_calls: int | None = None
     #: one line for ``--fault``'s help
@@ -115,6 +121,9 @@ class Fault:
 
     def refuse(self, scen) -> None:
         """UsageError if a campaign of ``scen`` cannot be swept with it."""
+        if self.operations is not None and scen.operation.name not in self.operations:
+            raise UsageError(f"fault {self.kind}: swept on resize, cold-migration and evacuate "
+                             f"scenarios only, not {scen.name} ({scen.operation.name})")
 
     def reached(self, traces: dict, endings: list) -> dict:
         """``{ending: points}`` where its items of each ending strike."""
@@ -123,6 +132,15 @@ class Fault:
     def strikes(self, scen, point_id: str, targets) -> list:
         """The targets it can strike at a point: a periodic can run on any host."""
         return list(targets)
+
+    @staticmethod
+    def calling_host(scen, point_id: str, targets) -> list:
+        """The target whose code makes the call at the point (the one host of a same-host
+        scenario): where a fault that acts on the call itself strikes."""
+        if scen.same_host:
+            return list(targets)
+        role = point_id.split(":", 1)[0]
+        return [t for t in targets if t == role]
 
     def missed(self, fired_at: list, hosts: list, reached: set) -> list:
         """Texts of the missed-injection problems of an item whose point was reached:
@@ -137,11 +155,15 @@ class Fault:
 
     def export_refusal(self) -> str | None:
         """Why ``nova-chaos export`` cannot write its items as a standalone test (None: it can)."""
-        return None
+        return None if self.implicit else (
+            f"export supports the whole periodic only, not fault {self.spec!r}")
 
     def recreate_refusal(self, scen, ending: str, endings: tuple) -> str | None:
         """Why a recreate test cannot be written of its item in ``scen`` ending in ``ending``
         (``endings``: those a recreate test has for the operation). None: it can."""
+        if not self.recreatable:
+            return (f"fault {self.spec}: a recreate test covers the whole periodic and the "
+                    "restart so far")
         if ending not in endings:
             return f"ending {ending}: a recreate test ends in {' or '.join(endings)}"
         return None

@@ -14,7 +14,7 @@ periodic's, not the move's.
 """
 import fixtures
 
-from harness.errors import MoveFailed, UsageError
+from harness.errors import MoveFailed
 from harness.faults.base import Fault, Strike, once_before_endings
 from harness.faults.restart import RESTARTABLE
 
@@ -30,6 +30,8 @@ class Driver(Fault):
     kind = glob = "driver"
     periodic = False
     label = "driver call failed on"
+    operations = RESTARTABLE
+    recreatable = False
     summary = ("driver: the compute manager's libvirt driver call at the point raises "
                "libvirtError, Nova handles it, then every server is deleted (resize, cold "
                "migration, evacuate)")
@@ -49,32 +51,21 @@ class Driver(Fault):
     def arm(self, injector):
         return DriverStrike(injector)
 
-    def refuse(self, scen):
-        if scen.operation.name not in RESTARTABLE:
-            raise UsageError(f"fault driver: swept on resize, cold-migration and evacuate "
-                             f"scenarios only, not {scen.name} ({scen.operation.name})")
-
     def reached(self, traces, endings):
         """The move ends at the failure: a point every ending reaches the same way is one item."""
         return once_before_endings(traces, endings)
 
     def strikes(self, scen, point_id, targets):
         """The host whose manager makes the driver call at the point (none elsewhere)."""
-        role, rest = point_id.split(":", 1)
+        rest = point_id.split(":", 1)[1]
         function, label = rest.split(">", 1)
         if not (function.startswith("ComputeManager.") and label.startswith("driver.")):
             return []
-        return list(targets) if scen.same_host else [t for t in targets if t == role]
+        return self.calling_host(scen, point_id, targets)
 
     def missed(self, fired_at, hosts, reached):
         return []  # the recovery's checkpoints are planned; missing one is an error already
 
-    def export_refusal(self):
-        return f"export supports the whole periodic only, not fault {self.spec!r}"
-
-    def recreate_refusal(self, scen, ending, endings):
-        return (f"fault {self.spec}: a recreate test covers the whole periodic and the "
-                "restart so far")
 
 
 #: the attribute that marks the exception the fault raised (and only it)

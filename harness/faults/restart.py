@@ -14,6 +14,7 @@ class Restart(Fault):
     periodic = False
     kills = True
     label = "fault"
+    operations = RESTARTABLE
     summary = ("restart: the compute whose code runs at the point dies there and restarts "
                "(resize, cold migration, evacuate; threads backend)")
 
@@ -29,11 +30,6 @@ class Restart(Fault):
             raise UsageError(f"fault restart needs the threads backend (Nova 34's default); "
                              f"this run's is {backend} (eventlet is deprecated)")
 
-    def refuse(self, scen):
-        if scen.operation.name not in RESTARTABLE:
-            raise UsageError(f"fault restart: swept on resize, cold-migration and evacuate "
-                             f"scenarios only, not {scen.name} ({scen.operation.name})")
-
     def reached(self, traces, endings):
         """Killed before the endings part, no ending ever runs: a point every ending's
         trace reaches the same way is one item (of the first ending)."""
@@ -41,16 +37,10 @@ class Restart(Fault):
 
     def strikes(self, scen, point_id, targets):
         """The host whose code makes the call (its thread is the one frozen)."""
-        if scen.same_host:
-            return list(targets)
-        role = point_id.split(":", 1)[0]
-        return [t for t in targets if t == role]
+        return self.calling_host(scen, point_id, targets)
 
     def missed(self, fired_at, hosts, reached):
         return []  # a killed host owes no checkpoint after the point
-
-    def export_refusal(self):
-        return f"export supports the whole periodic only, not fault {self.spec!r}"
 
     def recreate_refusal(self, scen, ending, endings):
         if scen.operation.name not in ("resize", "evacuate"):

@@ -8,6 +8,7 @@ from harness.faults.periodic import Periodic, PeriodicStrike
 class Split(Periodic):
     kind, glob = "split", "split*"
     implicit = False
+    recreatable = False
     summary = ("split: it stops between its instance and migration reads and finishes at "
                "the next yield point; split:N after N of the operation's calls (depth two)")
 
@@ -32,13 +33,6 @@ class Split(Periodic):
         return super().missed(fired_at, hosts, reached) + [
             f"the split periodic never stopped between its reads: {fired}"
             for fired in fired_at if "split: resumed at " not in fired]
-
-    def export_refusal(self):
-        return f"export supports the whole periodic only, not fault {self.spec!r}"
-
-    def recreate_refusal(self, scen, ending, endings):
-        return (f"fault {self.spec}: a recreate test covers the whole periodic and the "
-                "restart so far")
 
 
 class SplitStrike(PeriodicStrike):
