@@ -12,10 +12,9 @@ It strikes the manager's own driver calls (``ComputeManager.*>driver.*``),
 on the host that makes them; the resource tracker's driver reads are the
 periodic's, not the move's.
 """
-import fixtures
-
 from harness.errors import MoveFailed
 from harness.faults.base import Fault, Strike, once_before_endings
+from harness.faults.casts import CastsDrop, chained
 from harness.faults.restart import RESTARTABLE
 
 #: the checkpoints a run plans once the failure struck
@@ -76,7 +75,7 @@ class DriverStrike(Strike):
     """Raise at the point; end the move's waits once Nova has handled the failure."""
 
     def install(self):
-        self.injector.useFixture(_CastsDropInjected())
+        self.injector.useFixture(CastsDrop(lambda exc: chained(exc, INJECTED)))
 
     def at_point(self, point):
         from nova.tests.fixtures import libvirt as fakelibvirt
@@ -116,40 +115,3 @@ class DriverStrike(Strike):
         run.cloud.interruption = None
         run.where = f"after {crash}"
         recovery.check_and_delete(run, "after-failure")
-
-
-def _injected(exc) -> bool:
-    """``exc`` is, or was raised while handling, the exception the fault raised."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if getattr(exc, INJECTED, False):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-class _CastsDropInjected(fixtures.Fixture):
-    """A cast's sender never sees its callee fail: in production it has moved on
-    when the callee runs. Nova's CastAsCall (the in-process cloud's) waits for the
-    callee and hands its exception back; the one this fault raised (after the
-    callee's own handlers logged it and undid what they undo) is dropped here, so
-    that no handler of the sender's runs on a failure it could not have seen."""
-
-    def _setUp(self):
-        import oslo_messaging
-        prepare = oslo_messaging.RPCClient.prepare
-
-        def prepared(client, *args, **kwargs):
-            cctxt = prepare(client, *args, **kwargs)
-            cast = cctxt.cast
-
-            def dropping(*a, **k):
-                try:
-                    return cast(*a, **k)
-                except Exception as exc:
-                    if not _injected(exc):
-                        raise
-            cctxt.cast = dropping
-            return cctxt
-        self.useFixture(fixtures.MonkeyPatch("oslo_messaging.RPCClient.prepare", prepared))

@@ -1,0 +1,172 @@
+"""``placement:409`` / ``placement:503``: the placement request a compute makes at
+the point gets an error answer instead of reaching placement.
+
+- ``409``: placement's own ``placement.concurrent_update`` conflict, what a
+  concurrent writer of the same consumer or provider causes (Nova's tests use
+  it the same way); on a GET it means nothing, so GETs are not struck.
+- ``503``: placement unreachable behind its load balancer (haproxy's HTML
+  page, not a placement error document): every verb.
+
+The answer is a ``requests.Response`` handed back by the report client's
+keystoneauth adapter (Nova's is ``raise_exc=False``), so Nova's own status
+handling runs: its retries, its exceptions, its decorators. The move may
+absorb the error and go on (the item then runs its ending, judged as
+always) or fail (a server in ERROR, the migration ``error`` or ``failed``,
+or no progress for :data:`STALL_POLLS` polls): the run then checks what
+Nova left against the database's ledger, deletes every server and checks
+that nothing is held (:mod:`harness.explore.recovery`), as the driver fault.
+
+Only a compute's own requests are points (the conductor's and scheduler's
+run on no host): the conductor's allocation swap is not struck yet.
+"""
+import threading
+
+import fixtures
+
+from harness.errors import MoveFailed
+from harness.faults.base import Fault, Strike
+from harness.faults.casts import CastsDrop
+from harness.faults.restart import RESTARTABLE
+
+#: the checkpoints a failed move plans from the failure on
+PLANNED = ["after-boot", "after-failure", "after-delete"]
+#: polls of a wait (harness.cloud.inprocess.POLL_SECONDS each) in which no server's task
+#: state, vm state or latest migration status changes: the move stalled on the error
+STALL_POLLS = 200
+#: what a failed move leaves its migration as
+FAILED_MIGRATION = ("error", "failed")
+ANSWERS = {
+    409: ("Conflict", "application/json",
+          '{"errors": [{"status": 409, "title": "Conflict", "code": '
+          '"placement.concurrent_update", "detail": "There was a conflict when trying to '
+          'complete your request.\\n\\n resource provider generation conflict  ", '
+          '"request_id": "req-nova-chaos"}]}'),
+    503: ("Service Unavailable", "text/html",
+          "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to "
+          "handle this request.\n</body></html>\n"),
+}
+
+
+class Placement(Fault):
+    kind = "placement"
+    glob = "placement:*"
+    periodic = False
+    label = "placement request failed on"
+    operations = RESTARTABLE
+    recreatable = False
+    summary = ("placement:409|placement:503: the compute's placement request at the point "
+               "answers a concurrent-update conflict or service unavailable; a failed move's "
+               "servers are then deleted (resize, cold migration, evacuate)")
+
+    def __init__(self, spec: str, status: int):
+        super().__init__(spec)
+        self.status = status
+
+    @classmethod
+    def parse(cls, spec: str):
+        kind, _, status = spec.partition(":")
+        if kind != cls.kind or status not in {str(s) for s in ANSWERS}:
+            return None
+        return cls(spec, int(status))
+
+    @property
+    def memoizable(self):
+        return False  # the run leaves the traced path at the point: nothing to inherit
+
+    def arm(self, injector):
+        return PlacementStrike(injector, self.status)
+
+    def strikes(self, scen, point_id, targets):
+        """The host whose request it is; a conflict only where the request writes."""
+        label = point_id.split(">", 1)[1].rsplit("#", 1)[0]
+        if not label.startswith("placement.") or (self.status == 409 and label.endswith("GET")):
+            return []
+        return self.calling_host(scen, point_id, targets)
+
+    def missed(self, fired_at, hosts, reached):
+        return [f"injection did not fire: {what.split('(', 1)[0].strip()} made no placement "
+                "request after the point" for what in fired_at if "to answer" in what]
+
+
+class PlacementStrike(Strike):
+    """Arm the calling thread's next placement request; end the waits if the move failed."""
+
+    def __init__(self, injector, status):
+        super().__init__(injector)
+        self.status = status
+        self.armed = threading.local()
+        self.answered = False
+
+    def install(self):
+        self.injector.useFixture(fixtures.MonkeyPatch(
+            "keystoneauth1.adapter.Adapter.request", self._adapter_request()))
+        # anything a cast raises once the error was answered is its consequence
+        self.injector.useFixture(CastsDrop(lambda exc: self.answered))
+
+    def _adapter_request(self):
+        from keystoneauth1 import adapter
+        real = adapter.Adapter.request
+        strike = self
+
+        def request(adapter_self, url, method, **kwargs):
+            armed = getattr(strike.armed, "point", None)
+            if armed is None:
+                return real(adapter_self, url, method, **kwargs)
+            strike.armed.point = None
+            return strike._answer(url, method)
+        return request
+
+    def _answer(self, url, method):
+        import requests
+        reason, media, body = ANSWERS[self.status]
+        resp = requests.Response()
+        resp.status_code, resp.reason, resp.url = self.status, reason, str(url)
+        resp.headers["Content-Type"] = media
+        resp._content = body.encode()
+        inj = self.injector.injection
+        inj.fired_at[-1] = inj.fired_at[-1].replace("to answer", "answered")
+        self.answered = True
+        return resp
+
+    def at_point(self, point):
+        injector = self.injector
+        tracer, inj, run = injector.tracer, injector.injection, injector.run
+        host = tracer.host_of_role(point.role)
+        inj.hosts = [host]
+        inj.fired_at.append(f"{host} ({point.callee} to answer {self.status})")
+        run.where = f"{point.callee} answered {self.status} on {host} at {point.id}"
+        with tracer.suspended():  # what the error meets: a root cause's condition
+            injector.note_state(host, allocations=True)
+        self.armed.point = point.id
+        seen = {"state": None, "polls": 0}
+        run.cloud.interruption = lambda: self._failed(run, host, point.callee, seen)
+
+    def _failed(self, run, host, call, seen):
+        """A :class:`MoveFailed` once the move failed and no server has a task state, or
+        nothing changed for :data:`STALL_POLLS` polls; None while it goes on."""
+        from nova import context
+        from harness.oracles import views
+        ctx = context.get_admin_context()
+        now = []
+        for server, uuid in sorted(run.cloud.servers.items()):
+            inst = views.instance(ctx, uuid, [])
+            migration = views.latest_migration(run.cloud, server)
+            now.append((getattr(inst, "task_state", None), getattr(inst, "vm_state", None),
+                        getattr(migration, "status", None)))
+        seen["polls"] = seen["polls"] + 1 if now == seen["state"] else 0
+        seen["state"] = now
+        busy = any(task for task, _, _ in now)
+        failed = any(vm == "error" or status in FAILED_MIGRATION for _, vm, status in now)
+        if (failed and not busy) or seen["polls"] > STALL_POLLS:
+            run.recovery = list(PLANNED)
+            return MoveFailed(host, f"{call} answered {self.status}")
+        return None
+
+    def after_crash(self, run, crash):
+        from harness.explore import recovery
+        run.cloud.interruption = None
+        run.where = f"after {crash}"
+        recovery.check_and_delete(run, "after-failure")
+
+    def abandon(self):
+        self.armed.point = None
