@@ -178,7 +178,9 @@ def build_parser():
     sp.add_argument("--out", help="where the campaigns' reports go (default reports/prove-NAME)")
     sp.set_defaults(fn=upstream_commands.cmd_prove)
     sp = sub.add_parser("rejudge", help="judge a JSON report again against today's root causes "
-                        "(after reviewing findings); runs nothing")
+                        "as the run attributed them (a cause removed no longer explains its "
+                        "findings) and a point-list file; runs nothing (a new or changed "
+                        "cause's effects need the views: run the items again)")
     sp.add_argument("report", help="a report written by 'run --json'")
     sp.add_argument("--known", help="also a point-list file of known findings (none shipped)")
     sp.add_argument("--json", help="write the re-judged report here")

@@ -225,6 +225,10 @@ def cmd_rejudge(args) -> int:
     verdicts = ("pass", "known", "fail", "error")
     print(f"{len(after)} items of {args.report}: "
           + ", ".join(f"{v} {before[v]} -> {now[v]}" for v in verdicts), file=console.OUT)
+    if now["fail"]:
+        print("a root cause written or changed since the run is not applied here (its "
+              "effects are checked against views a report does not keep): run the failing "
+              "items again to judge them by it", file=console.OUT)
     if args.json:
         meta["rejudged"] = os.path.abspath(args.known or known.KNOWN_FILE)
         report.atomic_write(args.json, json.dumps({"meta": meta, "items": after}, indent=2))
