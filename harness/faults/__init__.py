@@ -13,14 +13,15 @@ from harness.faults.driver import Driver
 from harness.faults.periodic import Periodic
 from harness.faults.placement import Placement
 from harness.faults.restart import Restart
+from harness.faults.rpc import Rpc
 from harness.faults.split import Split
 
 #: every fault, in the order help texts list them
-KINDS = (Periodic, Split, Restart, Driver, Placement)
+KINDS = (Periodic, Split, Restart, Driver, Placement, Rpc)
 #: the fault an item injects when its id names none
 DEFAULT = Periodic.kind
 #: the specs ``--fault`` takes, as help texts list them
-SPECS = "periodic, split, split:N (N >= 1), restart, driver, placement:409, placement:503"
+SPECS = "periodic, split, split:N (N >= 1), restart, driver, placement:409, placement:503, rpc"
 
 
 @functools.lru_cache(maxsize=None)

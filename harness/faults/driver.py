@@ -13,6 +13,7 @@ on the host that makes them; the resource tracker's driver reads are the
 periodic's, not the move's.
 """
 from harness.errors import MoveFailed
+from harness.faults import aftermath
 from harness.faults.base import Fault, Strike, once_before_endings
 from harness.faults.casts import CastsDrop, chained
 from harness.faults.restart import RESTARTABLE
@@ -111,7 +112,4 @@ class DriverStrike(Strike):
         return MoveFailed(host, call) if not busy or polls[0] > SETTLE_POLLS else None
 
     def after_crash(self, run, crash):
-        from harness.explore import recovery
-        run.cloud.interruption = None
-        run.where = f"after {crash}"
-        recovery.check_and_delete(run, "after-failure")
+        aftermath.recover(run, crash)

@@ -11,8 +11,7 @@ The answer is a ``requests.Response`` handed back by the report client's
 keystoneauth adapter (Nova's is ``raise_exc=False``), so Nova's own status
 handling runs: its retries, its exceptions, its decorators. The move may
 absorb the error and go on (the item then runs its ending, judged as
-always) or fail (a server in ERROR, the migration ``error`` or ``failed``,
-or no progress for :data:`STALL_POLLS` polls): the run then checks what
+always) or fail (:mod:`harness.faults.aftermath`): the run then checks what
 Nova left against the database's ledger, deletes every server and checks
 that nothing is held (:mod:`harness.explore.recovery`), as the driver fault.
 
@@ -23,18 +22,11 @@ import threading
 
 import fixtures
 
-from harness.errors import MoveFailed
+from harness.faults import aftermath
 from harness.faults.base import Fault, Strike
 from harness.faults.casts import CastsDrop
 from harness.faults.restart import RESTARTABLE
 
-#: the checkpoints a failed move plans from the failure on
-PLANNED = ["after-boot", "after-failure", "after-delete"]
-#: polls of a wait (harness.cloud.inprocess.POLL_SECONDS each) in which no server's task
-#: state, vm state or latest migration status changes: the move stalled on the error
-STALL_POLLS = 200
-#: what a failed move leaves its migration as
-FAILED_MIGRATION = ("error", "failed")
 ANSWERS = {
     409: ("Conflict", "application/json",
           '{"errors": [{"status": 409, "title": "Conflict", "code": '
@@ -138,35 +130,11 @@ class PlacementStrike(Strike):
         with tracer.suspended():  # what the error meets: a root cause's condition
             injector.note_state(host, allocations=True)
         self.armed.point = point.id
-        seen = {"state": None, "polls": 0}
-        run.cloud.interruption = lambda: self._failed(run, host, point.callee, seen)
-
-    def _failed(self, run, host, call, seen):
-        """A :class:`MoveFailed` once the move failed and no server has a task state, or
-        nothing changed for :data:`STALL_POLLS` polls; None while it goes on."""
-        from nova import context
-        from harness.oracles import views
-        ctx = context.get_admin_context()
-        now = []
-        for server, uuid in sorted(run.cloud.servers.items()):
-            inst = views.instance(ctx, uuid, [])
-            migration = views.latest_migration(run.cloud, server)
-            now.append((getattr(inst, "task_state", None), getattr(inst, "vm_state", None),
-                        getattr(migration, "status", None)))
-        seen["polls"] = seen["polls"] + 1 if now == seen["state"] else 0
-        seen["state"] = now
-        busy = any(task for task, _, _ in now)
-        failed = any(vm == "error" or status in FAILED_MIGRATION for _, vm, status in now)
-        if (failed and not busy) or seen["polls"] > STALL_POLLS:
-            run.recovery = list(PLANNED)
-            return MoveFailed(host, f"{call} answered {self.status}")
-        return None
+        run.cloud.interruption = aftermath.Aftermath(run, host,
+                                                     f"{point.callee} answered {self.status}")
 
     def after_crash(self, run, crash):
-        from harness.explore import recovery
-        run.cloud.interruption = None
-        run.where = f"after {crash}"
-        recovery.check_and_delete(run, "after-failure")
+        aftermath.recover(run, crash)
 
     def abandon(self):
         self.armed.point = None
