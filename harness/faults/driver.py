@@ -9,8 +9,12 @@ the database as that handling left it and that nothing is left half-done
 does with a move that failed -- after which nothing may be held anywhere.
 
 It strikes the manager's own driver calls (``ComputeManager.*>driver.*``),
-on the host that makes them; the resource tracker's driver reads are the
-periodic's, not the move's.
+on the host that makes them, but those the libvirt driver cannot fail with a
+libvirt error (:data:`NO_LIBVIRT_ERROR`); the resource tracker's driver reads
+are the periodic's, not the move's. The error is raised at the driver's
+boundary, not from inside libvirt, so the driver's own conversion of it
+(``InternalError``, ``InstanceNotFound``) is skipped: the manager meets a
+libvirtError where it would meet one of those.
 """
 from harness.errors import MoveFailed
 from harness.faults import aftermath
@@ -18,6 +22,13 @@ from harness.faults.base import Fault, Strike, once_before_endings
 from harness.faults.casts import CastsDrop, chained
 from harness.faults.restart import RESTARTABLE
 
+#: driver calls the libvirt driver cannot fail with a libvirtError: not struck
+NO_LIBVIRT_ERROR = {
+    "instance_exists": "LibvirtDriver turns a libvirt error into False",
+    "instance_on_disk": "an os.access check, no libvirt call",
+    "rebuild": "not LibvirtDriver's: it raises NotImplementedError and the manager falls "
+               "back to its own rebuild (whose calls are struck)",
+}
 #: the checkpoints a run plans once the failure struck
 PLANNED = ["after-boot", "after-failure", "after-delete"]
 #: polls of a wait (harness.cloud.inprocess.POLL_SECONDS each) a server may keep a task
@@ -60,6 +71,8 @@ class Driver(Fault):
         rest = point_id.split(":", 1)[1]
         function, label = rest.split(">", 1)
         if not (function.startswith("ComputeManager.") and label.startswith("driver.")):
+            return []
+        if label.split(".", 1)[1].rsplit("#", 1)[0] in NO_LIBVIRT_ERROR:
             return []
         return self.calling_host(scen, point_id, targets)
 
