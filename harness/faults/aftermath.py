@@ -1,5 +1,5 @@
-"""When a fault that makes one call fail has ended the move: the wait hook of
-faults whose error Nova may absorb (placement, rpc).
+"""Faults that make the next message of the striking thread fail (placement, rpc):
+the strike they share, and when the failure has ended the move.
 
 The in-process cloud runs a move's casts as calls, on the thread of the API
 request that started it, and runs no periodic of its own: once the servers'
@@ -9,7 +9,11 @@ task state, or when nothing changed for :data:`STALL_POLLS` polls (a lost
 message: the recovery then checks what the stall left). Otherwise it goes on,
 and the item runs its ending as any other.
 """
+import threading
+
 from harness.errors import MoveFailed
+from harness.faults.base import Strike
+from harness.faults.casts import CastsDrop
 
 #: the checkpoints a failed move plans from the failure on
 PLANNED = ["after-boot", "after-failure", "after-delete"]
@@ -55,3 +59,55 @@ def recover(run, crash) -> None:
     run.cloud.interruption = None
     run.where = f"after {crash}"
     recovery.check_and_delete(run, "after-failure")
+
+
+class ArmedStrike(Strike):
+    """At the point, arm the striking thread: the next message it sends is the one that
+    fails (a subclass's ``install`` patches the path it takes and calls :meth:`take`).
+    A cast's sender never sees what the failure raised (:class:`CastsDrop`)."""
+
+    #: what the item's ``fired`` says until the message is sent (``to ...``), and once
+    #: it failed
+    pending = failing = ""
+
+    def __init__(self, injector):
+        super().__init__(injector)
+        self.armed = threading.local()
+        self.taken = False
+
+    def install(self):
+        self.injector.useFixture(CastsDrop(lambda exc: self.taken))
+
+    def take(self, how: str) -> bool:
+        """Whether the message being sent is the armed one; if so it fails ``how``."""
+        if getattr(self.armed, "point", None) is None:
+            return False
+        self.armed.point = None
+        inj = self.injector.injection
+        inj.fired_at[-1] = inj.fired_at[-1].replace(self.pending, how)
+        self.taken = True
+        return True
+
+    def at_point(self, point):
+        injector = self.injector
+        tracer, inj, run = injector.tracer, injector.injection, injector.run
+        host = tracer.host_of_role(point.role)
+        inj.hosts = [host]
+        inj.fired_at.append(f"{host} ({point.callee} {self.pending})")
+        run.where = f"{point.callee} {self.failing} on {host} at {point.id}"
+        with tracer.suspended():  # what the failure meets: a root cause's condition
+            injector.note_state(host, allocations=True)
+        self.armed.point = point.id
+        run.cloud.interruption = Aftermath(run, host, f"{point.callee} {self.failing}")
+
+    def after_crash(self, run, crash):
+        recover(run, crash)
+
+    def abandon(self):
+        self.armed.point = None
+
+
+def unsent(fired_at: list, what: str) -> list:
+    """A ``missed`` answer: the armed message (still ``to ...``) was never sent."""
+    return [f"injection did not fire: {f.split('(', 1)[0].strip()} sent {what} after the point"
+            for f in fired_at if " to " in f]

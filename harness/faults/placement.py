@@ -18,13 +18,10 @@ that nothing is held (:mod:`harness.explore.recovery`), as the driver fault.
 Only a compute's own requests are points (the conductor's and scheduler's
 run on no host): the conductor's allocation swap is not struck yet.
 """
-import threading
-
 import fixtures
 
 from harness.faults import aftermath
-from harness.faults.base import Fault, Strike
-from harness.faults.casts import CastsDrop
+from harness.faults.base import Fault
 from harness.faults.restart import RESTARTABLE
 
 ANSWERS = {
@@ -76,24 +73,21 @@ class Placement(Fault):
         return self.calling_host(scen, point_id, targets)
 
     def missed(self, fired_at, hosts, reached):
-        return [f"injection did not fire: {what.split('(', 1)[0].strip()} made no placement "
-                "request after the point" for what in fired_at if "to answer" in what]
+        return aftermath.unsent(fired_at, "no placement request")
 
 
-class PlacementStrike(Strike):
-    """Arm the calling thread's next placement request; end the waits if the move failed."""
+class PlacementStrike(aftermath.ArmedStrike):
+    """The striking thread's next placement request gets the error answer."""
 
     def __init__(self, injector, status):
         super().__init__(injector)
         self.status = status
-        self.armed = threading.local()
-        self.answered = False
+        self.pending, self.failing = f"to answer {status}", f"answered {status}"
 
     def install(self):
+        super().install()
         self.injector.useFixture(fixtures.MonkeyPatch(
             "keystoneauth1.adapter.Adapter.request", self._adapter_request()))
-        # anything a cast raises once the error was answered is its consequence
-        self.injector.useFixture(CastsDrop(lambda exc: self.answered))
 
     def _adapter_request(self):
         from keystoneauth1 import adapter
@@ -101,40 +95,16 @@ class PlacementStrike(Strike):
         strike = self
 
         def request(adapter_self, url, method, **kwargs):
-            armed = getattr(strike.armed, "point", None)
-            if armed is None:
-                return real(adapter_self, url, method, **kwargs)
-            strike.armed.point = None
-            return strike._answer(url, method)
+            if strike.take(strike.failing):
+                return strike._answer(url)
+            return real(adapter_self, url, method, **kwargs)
         return request
 
-    def _answer(self, url, method):
+    def _answer(self, url):
         import requests
         reason, media, body = ANSWERS[self.status]
         resp = requests.Response()
         resp.status_code, resp.reason, resp.url = self.status, reason, str(url)
         resp.headers["Content-Type"] = media
         resp._content = body.encode()
-        inj = self.injector.injection
-        inj.fired_at[-1] = inj.fired_at[-1].replace("to answer", "answered")
-        self.answered = True
         return resp
-
-    def at_point(self, point):
-        injector = self.injector
-        tracer, inj, run = injector.tracer, injector.injection, injector.run
-        host = tracer.host_of_role(point.role)
-        inj.hosts = [host]
-        inj.fired_at.append(f"{host} ({point.callee} to answer {self.status})")
-        run.where = f"{point.callee} answered {self.status} on {host} at {point.id}"
-        with tracer.suspended():  # what the error meets: a root cause's condition
-            injector.note_state(host, allocations=True)
-        self.armed.point = point.id
-        run.cloud.interruption = aftermath.Aftermath(run, host,
-                                                     f"{point.callee} answered {self.status}")
-
-    def after_crash(self, run, crash):
-        aftermath.recover(run, crash)
-
-    def abandon(self):
-        self.armed.point = None

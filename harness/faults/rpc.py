@@ -13,12 +13,10 @@ database's ledger, its servers deleted and checked again
 (:mod:`harness.faults.aftermath`). Only a compute's own messages are points:
 the API's and the conductor's run on no host.
 """
-import threading
-
 import fixtures
 
 from harness.faults import aftermath
-from harness.faults.base import Fault, Strike
+from harness.faults.base import Fault
 from harness.faults.restart import RESTARTABLE
 
 
@@ -50,19 +48,17 @@ class Rpc(Fault):
         return self.calling_host(scen, point_id, targets)
 
     def missed(self, fired_at, hosts, reached):
-        return [f"injection did not fire: {what.split('(', 1)[0].strip()} sent no message "
-                "after the point" for what in fired_at if "to lose" in what]
+        return aftermath.unsent(fired_at, "no message")
 
 
-class RpcStrike(Strike):
-    """Arm the calling thread's next message; end the waits if the move failed or stalled."""
+class RpcStrike(aftermath.ArmedStrike):
+    """The striking thread's next message is lost: a cast dropped, a call timed out."""
 
-    def __init__(self, injector):
-        super().__init__(injector)
-        self.armed = threading.local()
+    pending, failing = "to lose", "lost"
 
     def install(self):
         import oslo_messaging
+        super().install()
         prepare = oslo_messaging.RPCClient.prepare
         strike = self
 
@@ -71,12 +67,12 @@ class RpcStrike(Strike):
             cast, call = cctxt.cast, cctxt.call
 
             def losing_cast(ctxt, method, **kw):
-                if strike._take("cast lost"):
+                if strike.take("cast lost"):
                     return None
                 return cast(ctxt, method, **kw)
 
             def timing_out_call(ctxt, method, **kw):
-                if strike._take("call timed out"):
+                if strike.take("call timed out"):
                     raise oslo_messaging.MessagingTimeout(
                         f"Timed out waiting for a reply to {method} (lost by nova-chaos)")
                 return call(ctxt, method, **kw)
@@ -84,30 +80,3 @@ class RpcStrike(Strike):
             return cctxt
         self.injector.useFixture(fixtures.MonkeyPatch("oslo_messaging.RPCClient.prepare",
                                                       prepared))
-
-    def _take(self, what) -> bool:
-        """The message being sent is the armed one: record how it was lost."""
-        if getattr(self.armed, "point", None) is None:
-            return False
-        self.armed.point = None
-        inj = self.injector.injection
-        inj.fired_at[-1] = inj.fired_at[-1].replace("to lose", what)
-        return True
-
-    def at_point(self, point):
-        injector = self.injector
-        tracer, inj, run = injector.tracer, injector.injection, injector.run
-        host = tracer.host_of_role(point.role)
-        inj.hosts = [host]
-        inj.fired_at.append(f"{host} ({point.callee} to lose)")
-        run.where = f"{point.callee} lost from {host} at {point.id}"
-        with tracer.suspended():  # what the loss meets: a root cause's condition
-            injector.note_state(host, allocations=True)
-        self.armed.point = point.id
-        run.cloud.interruption = aftermath.Aftermath(run, host, f"{point.callee} lost")
-
-    def after_crash(self, run, crash):
-        aftermath.recover(run, crash)
-
-    def abandon(self):
-        self.armed.point = None
