@@ -2,8 +2,10 @@
 the point gets an error answer instead of reaching placement.
 
 - ``409``: placement's own ``placement.concurrent_update`` conflict, what a
-  concurrent writer of the same consumer or provider causes (Nova's tests use
-  it the same way); on a GET it means nothing, so GETs are not struck.
+  concurrent writer causes: of the consumer for an allocation write, of the
+  provider otherwise (Nova's tests use it the same way; Nova retries the
+  second and gives up on the first); on a GET it means nothing, so GETs are
+  not struck.
 - ``503``: placement unreachable behind its load balancer (haproxy's HTML
   page, not a placement error document): every verb.
 
@@ -24,16 +26,24 @@ from harness.faults import aftermath
 from harness.faults.base import Fault
 from harness.faults.restart import RESTARTABLE
 
+#: placement's conflict document; what conflicted depends on what the request writes
+CONFLICT = ('{"errors": [{"status": 409, "title": "Conflict", "code": '
+            '"placement.concurrent_update", "detail": "There was a conflict when trying to '
+            'complete your request.\\n\\n %s  ", "request_id": "req-nova-chaos"}]}')
 ANSWERS = {
-    409: ("Conflict", "application/json",
-          '{"errors": [{"status": 409, "title": "Conflict", "code": '
-          '"placement.concurrent_update", "detail": "There was a conflict when trying to '
-          'complete your request.\\n\\n resource provider generation conflict  ", '
-          '"request_id": "req-nova-chaos"}]}'),
+    409: ("Conflict", "application/json", CONFLICT),
     503: ("Service Unavailable", "text/html",
           "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to "
           "handle this request.\n</body></html>\n"),
 }
+
+
+def conflict(url: str) -> str:
+    """What a concurrent writer conflicts on: an allocation write checks its consumer's
+    generation (placement retries a provider generation conflict there itself); an
+    inventory, trait or aggregate write checks the provider's."""
+    return ("consumer generation conflict" if "/allocations" in url
+            else "resource provider generation conflict")
 
 
 class Placement(Fault):
@@ -103,6 +113,8 @@ class PlacementStrike(aftermath.ArmedStrike):
     def _answer(self, url):
         import requests
         reason, media, body = ANSWERS[self.status]
+        if self.status == 409:
+            body = body % conflict(str(url))
         resp = requests.Response()
         resp.status_code, resp.reason, resp.url = self.status, reason, str(url)
         resp.headers["Content-Type"] = media
