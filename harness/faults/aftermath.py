@@ -64,7 +64,8 @@ def recover(run, crash) -> None:
 class ArmedStrike(Strike):
     """At the point, arm the striking thread: the next message it sends is the one that
     fails (a subclass's ``install`` patches the path it takes and calls :meth:`take`).
-    A cast's sender never sees what the failure raised (:class:`CastsDrop`)."""
+    A cast's sender never sees what the failure raised in the step it struck
+    (:class:`CastsDrop`), up to the next checkpoint."""
 
     #: what the item's ``fired`` says until the message is sent (``to ...``), and once
     #: it failed
@@ -74,9 +75,16 @@ class ArmedStrike(Strike):
         super().__init__(injector)
         self.armed = threading.local()
         self.taken = False
+        self.checked = False  # a checkpoint ran since: what casts raise now is not the fault's
 
     def install(self):
-        self.injector.useFixture(CastsDrop(lambda exc: self.taken))
+        # what the failed message's step raises, until the run checks what it left (the
+        # recovery's deletes then meet Nova as any user's do)
+        self.injector.useFixture(CastsDrop(lambda exc: self.taken and not self.checked))
+
+    def before_check(self, name):
+        if self.taken:
+            self.checked = True
 
     def take(self, how: str) -> bool:
         """Whether the message being sent is the armed one; if so it fails ``how``."""
