@@ -198,6 +198,8 @@ def test_rejudge_applies_a_new_known_entry_without_running_anything(tmp_path):
     # the finding is now known; the missed injection did not come from a finding and stays
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fail 1 -> 1" in proc.stdout
+    # what it cannot do is said where it matters: a cause written since is not applied
+    assert "a root cause written or changed since the run is not applied" in proc.stdout
     # failures are shown grouped by what they found, with one replay command per group
     assert "1 items of pinned-hugepages, window lifecycle: points 0..0" in proc.stdout
     assert "    missed-injection" in proc.stdout and "e.g. nova-chaos replay 'pinned" in proc.stdout
@@ -208,6 +210,7 @@ def test_rejudge_applies_a_new_known_entry_without_running_anything(tmp_path):
         "finding", "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 0")])
     proc = cli("rejudge", str(clean), "--known", str(known_file))
     assert proc.returncode == 0 and "known 0 -> 1" in proc.stdout, proc.stdout + proc.stderr
+    assert "not applied" not in proc.stdout  # nothing fails: nothing to say
     # value-exact: the same place with another value is a new finding
     other = _report(tmp_path, [dict(finding, seen="1")], [_problem(
         "finding", "hard finding at after-revert: [rt] host-a pinned pCPUs: expected 2, seen 1")])

@@ -32,6 +32,11 @@ def test_it_strikes_the_managers_driver_calls_on_the_host_making_them():
                           both) == []
     assert driver.strikes(scen, "source:ComputeManager._resize_instance>Instance.save#1",
                           both) == []
+    # nor where the libvirt driver cannot fail with a libvirt error
+    assert driver.strikes(scen, "dest:ComputeManager._check_instance_exists>"
+                                "driver.instance_exists#1", both) == []
+    assert driver.strikes(scen, "dest:ComputeManager._do_rebuild_instance>driver.rebuild#1",
+                          both) == []
     item = Item("pinned-hugepages", SENDING, "source", "confirm", fault="driver")
     assert Item.parse(item.id) == item and item.id.endswith("/fault=driver")
 

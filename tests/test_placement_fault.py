@@ -33,6 +33,10 @@ def test_it_strikes_the_calling_hosts_requests_and_conflicts_only_writes():
     item = Item("pinned-hugepages", CONFIRM_DELETE, "source", "confirm", window="lifecycle",
                 fault="placement:409")
     assert Item.parse(item.id) == item and item.id.endswith("/fault=placement:409")
+    # what conflicted, as placement words it: Nova gives up on a consumer's, retries a provider's
+    from harness.faults.placement import conflict
+    assert conflict("/allocations/some-uuid") == "consumer generation conflict"
+    assert conflict("/resource_providers/rp/inventories") == "resource provider generation conflict"
     for bad in ("placement", "placement:500", "placement:409:1"):
         with pytest.raises(UsageError, match="unknown fault .*placement:409, placement:503"):
             faults.parse(bad)
