@@ -50,7 +50,6 @@ def recovered_phase(run, name: str) -> Phase:
     leave ERROR; the accounting must still match).
     """
     from nova import context, objects
-    from nova.compute import vm_states
     from harness.oracles import views
     flavors = run.scenario.flavors
     ctx = context.get_admin_context()
@@ -61,18 +60,27 @@ def recovered_phase(run, name: str) -> Phase:
         if inst is None:  # deleted before the kill surfaced (a kill in the deletes): nothing held
             continue
         migration = views.latest_migration(run.cloud, server)
-        # a move Nova still calls in flight (a task state, or waiting at VERIFY_RESIZE):
-        # both hosts hold it; a server at rest holds its flavor where it lives, only
-        moving = (migration is not None and migration.status not in views.OVER
-                  and (inst.task_state is not None or inst.vm_state == vm_states.RESIZED))
-        if moving and migration.migration_type == "evacuation":
+        if not moving(inst, migration):
+            # a server at rest holds its flavor where it lives, only; nowhere once
+            # Nova nulled its host (an unshelve that failed: shelved offloaded again)
+            if inst.host is not None:
+                holdings.append(Holding(inst.host, server, "instance", flavors[inst.flavor.name]))
+        elif migration.migration_type == "live-migration":
+            # the guest runs on the source (the migration's consumer there) and the
+            # destination's claim holds it in its new topology (the instance's consumer)
+            flavor = flavors[inst.flavor.name]
+            holdings += [Holding(migration.source_compute, server, "migration", flavor,
+                                 topology="old"),
+                         Holding(migration.dest_compute, server, "instance", flavor,
+                                 topology="new")]
+        elif migration.migration_type == "evacuation":
             # placement holds the instance on both hosts; the down source's guest is fenced
             flavor = flavors[inst.flavor.name]
             holdings += [Holding(migration.source_compute, server, "instance", flavor,
                                  running=False, topology="old"),
                          Holding(migration.dest_compute or inst.host, server, "instance", flavor,
                                  topology="new")]
-        elif moving:
+        else:
             # the migration's own record of the two flavors (the instance stores the
             # new one only once the destination's claim has run)
             old = flavors[objects.Flavor.get_by_id(ctx, migration.old_instance_type_id).name]
@@ -84,6 +92,20 @@ def recovered_phase(run, name: str) -> Phase:
             holdings += [Holding(migration.source_compute, server, "migration", old,
                                  running=False, topology="old"),
                          Holding(dest, server, "instance", new, running=False, topology="new")]
-        else:
-            holdings.append(Holding(inst.host, server, "instance", flavors[inst.flavor.name]))
     return Phase(name, tuple(holdings), status, recovered=True)
+
+
+def moving(inst, migration) -> bool:
+    """Whether Nova still has ``inst``'s move in flight: a task state, or waiting at
+    VERIFY_RESIZE, with a migration not over -- or a revert the source never finished
+    (the destination calls the migration ``reverted`` before the source has run its
+    half: the instance still has its task state and its host is still the destination).
+    Both hosts then hold it."""
+    from nova.compute import task_states, vm_states
+    from harness.oracles import views
+    if migration is None:
+        return False
+    if inst.task_state == task_states.RESIZE_REVERTING and migration.status == "reverted":
+        return True
+    return migration.status not in views.OVER and (
+        inst.task_state is not None or inst.vm_state == vm_states.RESIZED)

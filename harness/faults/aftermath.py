@@ -25,10 +25,13 @@ FAILED_MIGRATION = ("error", "failed")
 
 
 class Aftermath:
-    """``run.cloud.interruption`` for a fault struck on ``host`` at ``what``."""
+    """``run.cloud.interruption`` for a fault struck on ``host`` at ``what``; ``ended``:
+    the fault ended the move (a raised call), which is then over as soon as no server
+    has a task state -- Nova's handling may leave no error to see (an unshelve put
+    back on the shelf)."""
 
-    def __init__(self, run, host: str, what: str):
-        self.run, self.host, self.what = run, host, what
+    def __init__(self, run, host: str, what: str, ended: bool = False):
+        self.run, self.host, self.what, self.ended = run, host, what, ended
         self.state, self.still = None, 0
 
     def __call__(self):
@@ -46,9 +49,9 @@ class Aftermath:
         self.state = now
         busy = any(task for task, _, _ in now)
         failed = any(vm == "error" or status in FAILED_MIGRATION for _, vm, status in now)
-        if (failed and not busy) or self.still > STALL_POLLS:
+        if ((failed or self.ended) and not busy) or self.still > STALL_POLLS:
             run.recovery = list(PLANNED)
-            stalled = "" if failed and not busy else " (the move stalled)"
+            stalled = "" if (failed or self.ended) and not busy else " (the move stalled)"
             return MoveFailed(self.host, f"{self.what}{stalled}")
         return None
 

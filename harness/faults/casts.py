@@ -9,17 +9,6 @@ that no handler of the sender's runs on a failure it could not have seen.
 import fixtures
 
 
-def chained(exc, mark: str) -> bool:
-    """``exc`` is, or was raised while handling, an exception carrying attribute ``mark``."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if getattr(exc, mark, False):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 class CastsDrop(fixtures.Fixture):
     """Every cast's exception that ``caused(exc)`` says the fault caused is dropped."""
 

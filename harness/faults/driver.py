@@ -16,11 +16,8 @@ boundary, not from inside libvirt, so the driver's own conversion of it
 (``InternalError``, ``InstanceNotFound``) is skipped: the manager meets a
 libvirtError where it would meet one of those.
 """
-from harness.errors import MoveFailed
 from harness.faults import aftermath
-from harness.faults.base import Fault, Strike, once_before_endings
-from harness.faults.casts import CastsDrop, chained
-from harness.faults.restart import RESTARTABLE
+from harness.faults.base import Fault, once_before_endings
 
 #: driver calls the libvirt driver cannot fail with a libvirtError: not struck
 NO_LIBVIRT_ERROR = {
@@ -29,23 +26,13 @@ NO_LIBVIRT_ERROR = {
     "rebuild": "not LibvirtDriver's: it raises NotImplementedError and the manager falls "
                "back to its own rebuild (whose calls are struck)",
 }
-#: the checkpoints a run plans once the failure struck
-PLANNED = ["after-boot", "after-failure", "after-delete"]
-#: polls of a wait (harness.cloud.inprocess.POLL_SECONDS each) a server may keep a task
-#: state after the failure: then the recovery checks what Nova left (a task state left
-#: behind is a finding there, not a wait that never ends)
-SETTLE_POLLS = 40
-
-
 class Driver(Fault):
     kind = glob = "driver"
     periodic = False
     label = "driver call failed on"
-    operations = RESTARTABLE
     recreatable = False
     summary = ("driver: the compute manager's libvirt driver call at the point raises "
-               "libvirtError, Nova handles it, then every server is deleted (resize, cold "
-               "migration, evacuate)")
+               "libvirtError, Nova handles it, then every server is deleted")
 
     @property
     def one_thread(self):
@@ -81,15 +68,10 @@ class Driver(Fault):
 
 
 
-#: the attribute that marks the exception the fault raised (and only it)
-INJECTED = "nova_chaos_injected"
+class DriverStrike(aftermath.ArmedStrike):
+    """Raise at the point; the move is over once Nova has handled the failure."""
 
-
-class DriverStrike(Strike):
-    """Raise at the point; end the move's waits once Nova has handled the failure."""
-
-    def install(self):
-        self.injector.useFixture(CastsDrop(lambda exc: chained(exc, INJECTED)))
+    failing = "failing"
 
     def at_point(self, point):
         from nova.tests.fixtures import libvirt as fakelibvirt
@@ -99,30 +81,14 @@ class DriverStrike(Strike):
         call = point.callee
         inj.hosts = [host]
         inj.fired_at.append(f"{host} ({call} raised libvirtError)")
-        run.recovery = list(PLANNED)
+        run.recovery = list(aftermath.PLANNED)
         tracer.open, tracer.closed = False, True  # what follows is Nova's handling, not the trace
         run.where = f"{call} failing on {host} at {point.id}"
         with tracer.suspended():  # what the failure meets: a root cause's condition
             injector.note_state(host, allocations=True)
-        polls = [0]
-        run.cloud.interruption = lambda: self._settled(run, host, call, polls)
-        error = fakelibvirt.make_libvirtError(
+        run.cloud.interruption = aftermath.Aftermath(run, host, call, ended=True)
+        self.taken = True
+        raise fakelibvirt.make_libvirtError(
             fakelibvirt.libvirtError, f"internal error: injected by nova-chaos: {call} failed",
             error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
             error_domain=fakelibvirt.VIR_FROM_QEMU)
-        setattr(error, INJECTED, True)
-        raise error
-
-    @staticmethod
-    def _settled(run, host, call, polls):
-        """A :class:`MoveFailed` once no server has a task state (or the bound ran out)."""
-        from nova import context
-        from harness.oracles import views
-        polls[0] += 1
-        ctx = context.get_admin_context()
-        busy = [s for s, uuid in run.cloud.servers.items()
-                if getattr(views.instance(ctx, uuid, []), "task_state", None) is not None]
-        return MoveFailed(host, call) if not busy or polls[0] > SETTLE_POLLS else None
-
-    def after_crash(self, run, crash):
-        aftermath.recover(run, crash)

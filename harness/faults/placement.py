@@ -24,7 +24,6 @@ import fixtures
 
 from harness.faults import aftermath
 from harness.faults.base import Fault
-from harness.faults.restart import RESTARTABLE
 
 #: placement's conflict document; what conflicted depends on what the request writes
 CONFLICT = ('{"errors": [{"status": 409, "title": "Conflict", "code": '
@@ -51,11 +50,10 @@ class Placement(Fault):
     glob = "placement:*"
     periodic = False
     label = "placement request failed on"
-    operations = RESTARTABLE
     recreatable = False
     summary = ("placement:409|placement:503: the compute's placement request at the point "
                "answers a concurrent-update conflict or service unavailable; a failed move's "
-               "servers are then deleted (resize, cold migration, evacuate)")
+               "servers are then deleted")
 
     def __init__(self, spec: str, status: int):
         super().__init__(spec)

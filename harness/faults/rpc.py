@@ -17,18 +17,15 @@ import fixtures
 
 from harness.faults import aftermath
 from harness.faults.base import Fault
-from harness.faults.restart import RESTARTABLE
 
 
 class Rpc(Fault):
     kind = glob = "rpc"
     periodic = False
     label = "message lost from"
-    operations = RESTARTABLE
     recreatable = False
     summary = ("rpc: the compute's RPC message at the point is lost (a cast never arrives, a "
-               "call times out); a failed or stalled move's servers are then deleted (resize, "
-               "cold migration, evacuate)")
+               "call times out); a failed or stalled move's servers are then deleted")
 
     @classmethod
     def parse(cls, spec: str):
