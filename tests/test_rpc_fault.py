@@ -8,7 +8,8 @@ On clean Nova 34 a lost ``resize_instance`` cast leaves the server in
 destination's claim and the migration's allocation on the source (a reviewed
 root cause), while a timed-out
 ``check_instance_shared_storage`` call during a revert is handled (the storage is
-taken as not shared) and the revert passes.
+taken as not shared) and the revert passes. So does it when the call ran and only
+its reply was lost (``rpc:reply``): the source answered, nobody heard.
 """
 import json
 
@@ -34,6 +35,32 @@ def test_it_strikes_the_messages_the_calling_host_sends():
                        both) == []
     item = Item("pinned-hugepages", LOST_CAST, "dest", "revert", window="lifecycle", fault="rpc")
     assert Item.parse(item.id) == item and item.id.endswith("/fault=rpc")
+
+
+def test_only_methods_that_send_are_struck_and_a_lost_reply_only_where_one_is_awaited():
+    rpc, reply = faults.parse("rpc"), faults.parse("rpc:reply")
+    scen, both = load("live-migration"), ["source", "dest", "both"]
+    # a version check: it sends nothing, so nothing of it can be lost
+    check = ("source:ComputeManager._source_can_numa_live_migrate>"
+             "compute_rpc.supports_numa_live_migration#1")
+    assert rpc.strikes(scen, check, both) == [] == reply.strikes(scen, check, both)
+    pre = ("source:ComputeManager._do_pre_live_migration_from_source>"
+           "compute_rpc.pre_live_migration#1")
+    assert rpc.strikes(scen, pre, both) == ["source"] == reply.strikes(scen, pre, both)
+    # a cast has no reply to lose
+    assert reply.strikes(load("pinned-hugepages"), LOST_CAST, both) == []
+    assert Item.parse(Item("live-migration", pre, "source", "success",
+                           fault="rpc:reply").id).fault == "rpc:reply"
+
+
+def test_a_lost_reply_of_a_call_that_ran_is_handled(tmp_path):
+    report = tmp_path / "reply.json"
+    proc = cli("run", "pinned-hugepages", "--fault", "rpc:reply", "--window", "lifecycle",
+               "--point", TIMED_OUT, "--ending", "revert", "--json", str(report))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (item,) = json.loads(report.read_text())["items"]
+    assert item["fired"] == ["host-b (compute_rpc.check_instance_shared_storage reply lost)"]
+    assert item["verdict"] == "pass", item["problems"][:4]
 
 
 @pytest.mark.parametrize("mode", ["fork", "fresh"])

@@ -21,7 +21,8 @@ KINDS = (Periodic, Split, Restart, Driver, Placement, Rpc)
 #: the fault an item injects when its id names none
 DEFAULT = Periodic.kind
 #: the specs ``--fault`` takes, as help texts list them
-SPECS = "periodic, split, split:N (N >= 1), restart, driver, placement:409, placement:503, rpc"
+SPECS = ("periodic, split, split:N (N >= 1), restart, driver, placement:409, placement:503, "
+         "rpc, rpc:reply")
 
 
 @functools.lru_cache(maxsize=None)

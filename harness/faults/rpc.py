@@ -1,46 +1,87 @@
 """``rpc``: the RPC message a compute sends at the point is lost, on the real
 oslo.messaging path.
 
-- a cast is dropped: its callee never runs, its sender carries on (a
-  message lost with a restarted broker or a full queue);
-- a call raises ``MessagingTimeout`` to its caller, its callee never having
-  run (the request lost; production waits ``rpc_response_timeout`` first).
+- ``rpc``: the request is lost.
+  - A cast is dropped: its callee never runs, and its sender carries on (a
+    message lost with a restarted broker or a full queue).
+  - A call raises ``MessagingTimeout`` to its caller, its callee never having
+    run (production waits ``rpc_response_timeout`` first).
+- ``rpc:reply``: a call's reply is lost. Its callee ran to the end, or raised;
+  either way its caller gets ``MessagingTimeout`` (a reply queue gone with a
+  broker failover, or a callee slower than the timeout). Only calls are
+  points.
 
-Nova's own handling runs (for a call: its caller's ``except``; for a cast:
-nothing, which is the point). A move that absorbed the loss runs its ending
-as any other item; one that failed or stalled is checked against the
-database's ledger, its servers deleted and checked again
-(:mod:`harness.faults.aftermath`). Only a compute's own messages are points:
-the API's and the conductor's run on no host.
+Nova's own handling runs:
+- for a call: its caller's ``except``;
+- for a cast: nothing, which is the point.
+
+A move that absorbed the loss runs its ending as any other item. A move that
+failed or stalled is checked against the database's ledger, then its servers
+are deleted and it is checked again (:mod:`harness.faults.aftermath`). Only a
+compute's own messages are points: the API's and the conductor's run on no
+host.
 """
+import functools
+import inspect
+import re
+
 import fixtures
 
 from harness.faults import aftermath
 from harness.faults.base import Fault
 
+#: what the variants lose
+VARIANTS = {"": "the request", "reply": "a call's reply"}
+
+
+@functools.lru_cache(maxsize=None)
+def sends(label: str) -> frozenset:
+    """How the RPC API method a label names sends its message (``call``, ``cast``; both
+    where its caller chooses; none: it sends nothing, as ``supports_numa_live_migration``),
+    read from the loaded Nova's rpcapi module."""
+    from harness.explore import yieldpoints
+    method = yieldpoints.rpc_method(label)
+    if method is None:
+        return frozenset()
+    return frozenset(re.findall(r"\.(call|cast)\b", inspect.getsource(method)))
+
 
 class Rpc(Fault):
-    kind = glob = "rpc"
+    kind = "rpc"
+    glob = "rpc*"
     periodic = False
     label = "message lost from"
     recreatable = False
-    summary = ("rpc: the compute's RPC message at the point is lost (a cast never arrives, a "
-               "call times out); a failed or stalled move's servers are then deleted")
+    summary = ("rpc|rpc:reply: the compute's RPC message at the point is lost (a cast never "
+               "arrives, a call times out; rpc:reply: a call's callee runs and its reply is "
+               "lost); a failed or stalled move's servers are then deleted")
+
+    def __init__(self, spec: str, variant: str):
+        super().__init__(spec)
+        self.variant = variant
 
     @classmethod
     def parse(cls, spec: str):
-        return cls(spec) if spec == cls.kind else None
+        kind, _, variant = spec.partition(":")
+        if kind != cls.kind or variant not in VARIANTS or spec.endswith(":"):
+            return None
+        return cls(spec, variant)
 
     @property
     def memoizable(self):
         return False  # the run leaves the traced path at the point: nothing to inherit
 
     def arm(self, injector):
-        return RpcStrike(injector)
+        return RpcStrike(injector, reply=self.variant == "reply")
 
     def strikes(self, scen, point_id, targets):
-        """The host sending the message at the point (an RPC API method's)."""
-        if not point_id.split(">", 1)[1].split(".", 1)[0].endswith("_rpc"):
+        """The host sending the message at the point: an RPC API method that sends one
+        (for a lost reply, one that calls)."""
+        label = point_id.split(">", 1)[1].rsplit("#", 1)[0]
+        if not label.split(".", 1)[0].endswith("_rpc"):
+            return []
+        how = sends(label)
+        if not how or (self.variant == "reply" and how != {"call"}):
             return []
         return self.calling_host(scen, point_id, targets)
 
@@ -49,9 +90,14 @@ class Rpc(Fault):
 
 
 class RpcStrike(aftermath.ArmedStrike):
-    """The striking thread's next message is lost: a cast dropped, a call timed out."""
+    """The striking thread's next message is lost: a cast dropped, a call timed out
+    (``reply``: the next call runs, then times out)."""
 
     pending, failing = "to lose", "lost"
+
+    def __init__(self, injector, reply: bool = False):
+        super().__init__(injector)
+        self.reply = reply
 
     def install(self):
         import oslo_messaging
@@ -59,19 +105,30 @@ class RpcStrike(aftermath.ArmedStrike):
         prepare = oslo_messaging.RPCClient.prepare
         strike = self
 
+        def timeout(method):
+            return oslo_messaging.MessagingTimeout(
+                f"Timed out waiting for a reply to {method} (lost by nova-chaos)")
+
         def prepared(client, *args, **kwargs):
             cctxt = prepare(client, *args, **kwargs)
             cast, call = cctxt.cast, cctxt.call
 
             def losing_cast(ctxt, method, **kw):
-                if strike.take("cast lost"):
+                if strike.reply:
+                    strike.abandon()  # a cast has no reply: the item reports it missed
+                elif strike.take("cast lost"):
                     return None
                 return cast(ctxt, method, **kw)
 
             def timing_out_call(ctxt, method, **kw):
-                if strike.take("call timed out"):
-                    raise oslo_messaging.MessagingTimeout(
-                        f"Timed out waiting for a reply to {method} (lost by nova-chaos)")
+                if strike.reply and strike.take("reply lost"):
+                    try:
+                        call(ctxt, method, **kw)
+                    except Exception:  # noqa: S110 -- the callee's error went with its reply
+                        pass
+                    raise timeout(method)
+                if not strike.reply and strike.take("call timed out"):
+                    raise timeout(method)
                 return call(ctxt, method, **kw)
             cctxt.cast, cctxt.call = losing_cast, timing_out_call
             return cctxt
