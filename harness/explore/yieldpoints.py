@@ -75,16 +75,6 @@ def rpc_targets():
             yield ("rpc", cls, attr, f"{cls.__module__.split('.')[1]}_rpc.{attr}")
 
 
-def rpc_method(label: str):
-    """The RPC API method a point's label names (``compute_rpc.pre_live_migration``), or None."""
-    prefix, _, attr = label.partition(".")
-    for spec in _RPC_APIS:
-        cls = _resolve(spec)
-        if f"{cls.__module__.split('.')[1]}_rpc" == prefix:
-            return vars(cls).get(attr)
-    return None
-
-
 def placement_targets():
     from nova.scheduler.client.report import SchedulerReportClient
     for verb in ("get", "put", "post", "delete"):

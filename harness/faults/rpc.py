@@ -40,10 +40,10 @@ def sends(label: str) -> frozenset:
     where its caller chooses; none: it sends nothing, as ``supports_numa_live_migration``),
     read from the loaded Nova's rpcapi module."""
     from harness.explore import yieldpoints
-    method = yieldpoints.rpc_method(label)
-    if method is None:
-        return frozenset()
-    return frozenset(re.findall(r"\.(call|cast)\b", inspect.getsource(method)))
+    for _, cls, attr, named in yieldpoints.rpc_targets():
+        if named == label:
+            return frozenset(re.findall(r"\.(call|cast)\b", inspect.getsource(vars(cls)[attr])))
+    return frozenset()
 
 
 class Rpc(Fault):
