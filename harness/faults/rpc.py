@@ -70,10 +70,34 @@ class RpcStrike(aftermath.ArmedStrike):
 
             def timing_out_call(ctxt, method, **kw):
                 if strike.take("call timed out"):
-                    raise oslo_messaging.MessagingTimeout(
+                    lost = oslo_messaging.MessagingTimeout(
                         f"Timed out waiting for a reply to {method} (lost by nova-chaos)")
-                return call(ctxt, method, **kw)
+                    lost.lost_by_nova_chaos = True
+                    raise lost
+                try:
+                    return call(ctxt, method, **kw)
+                except oslo_messaging.MessagingTimeout as exc:
+                    if not getattr(exc, "lost_by_nova_chaos", False):
+                        raise
+                    raise as_delivered(exc) from None
             cctxt.cast, cctxt.call = losing_cast, timing_out_call
             return cctxt
         self.injector.useFixture(fixtures.MonkeyPatch("oslo_messaging.RPCClient.prepare",
                                                       prepared))
+
+
+def as_delivered(exc):
+    """The fault's timeout, raised in a callee, as production hands it to the caller.
+
+    The in-process transport re-raises the callee's exception object; a real
+    one serializes it and the caller's deserializer rebuilds only builtins
+    and the modules Nova allows (``nova.exception``): any other class -- the
+    callee's own ``MessagingTimeout`` among them -- arrives as
+    ``RemoteError`` ("Remote error: MessagingTimeout ..."), which a caller's
+    ``except MessagingTimeout`` does not catch (bug 2044235's shape). We run
+    oslo.messaging's own serializer and deserializer on it.
+    """
+    from nova import rpc
+    from oslo_messaging._drivers import common
+    data = common.serialize_remote_exception((type(exc), exc, exc.__traceback__))
+    return common.deserialize_remote_exception(data, rpc.get_allowed_exmods())
