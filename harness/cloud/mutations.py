@@ -245,6 +245,114 @@ class Bug1818914(fixtures.Fixture):
             "nova.compute.resource_tracker.ResourceTracker._drop_move_claim", drop))
 
 
+class Bug2044235(fixtures.Fixture):
+    """Undo the fix for bug 2044235 (dc51a4271b): the source check's failure escapes as it came.
+
+    The destination's ``check_can_live_migrate_destination`` calls the
+    source's ``check_can_live_migrate_source``; the fix wraps anything that
+    call raises in ``MigrationPreCheckError``, which the conductor handles
+    (the server stays ACTIVE). Before it the exception escaped as it came: a
+    ``MessagingTimeout`` crossing the conductor's call arrives as
+    ``RemoteError`` (``harness.faults.rpc.as_delivered``), which the
+    conductor's ``except MessagingTimeout`` misses, so its catch-all puts
+    the instance in ERROR though nothing touched its guest. We re-raise the
+    exception the fix wrapped (its ``__context__``) when the destination's
+    check ends in the fix's own ``MigrationPreCheckError``; the handlers
+    inside the method run as in the fixed Nova (the instance fault it
+    records names the wrapper).
+    """
+
+    description = "the source check's failure escapes the destination unwrapped: the server goes ERROR"
+    bug = "https://bugs.launchpad.net/nova/+bug/2044235"
+    operation = "live-migration"
+
+    needs_fault = True
+
+    def _setUp(self):
+        from nova import exception
+        from nova.compute import manager
+        real = manager.ComputeManager.check_can_live_migrate_destination
+
+        def check_can_live_migrate_destination(compute, ctxt, *args, **kwargs):
+            try:
+                return real(compute, ctxt, *args, **kwargs)
+            except exception.MigrationPreCheckError as exc:
+                escaped = exc.__context__
+                if escaped is None or "check_can_live_migrate_source" not in str(exc):
+                    raise
+                raise escaped from None  # what left the method before the fix
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.manager.ComputeManager.check_can_live_migrate_destination",
+            check_can_live_migrate_destination))
+
+
+class Bug2000069(fixtures.Fixture):
+    """Undo the fix for bug 2000069 (a87b80fb39): a failed post-migration at the destination is swallowed.
+
+    ``_post_live_migration`` on the source calls the destination's
+    ``post_live_migration_at_destination``; the fix re-raises what that call
+    raised, so ``_post_live_migration_update_host`` (bug 1628606's fix) sets
+    the host to the destination and ``_do_live_migration`` puts the instance
+    and the migration in ERROR. Before it the source logged the failure and
+    carried on: the migration 'completed', its source allocation deleted,
+    while a destination that never ran left the instance MIGRATING on the
+    source though its guest runs on the destination. The source's only
+    caller of that RPC method is this one; we make the method log and
+    return, as the old ``except`` did (the call, its yield point, runs inside).
+    """
+
+    description = "the source swallows a failed post_live_migration_at_destination: MIGRATING on the source"
+    bug = "https://bugs.launchpad.net/nova/+bug/2000069"
+    operation = "live-migration"
+
+    needs_fault = True
+
+    def _setUp(self):
+        from nova.compute import manager, rpcapi
+        real = rpcapi.ComputeAPI.post_live_migration_at_destination
+
+        def post_live_migration_at_destination(api, ctxt, instance, block_migration, host):
+            try:
+                return real(api, ctxt, instance, block_migration, host)
+            except Exception as error:
+                manager.LOG.exception("Post live migration at destination %s failed",
+                                      host, instance=instance, error=error)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.rpcapi.ComputeAPI.post_live_migration_at_destination",
+            post_live_migration_at_destination))
+
+
+class Bug1628606(fixtures.Fixture):
+    """Undo the fix for bug 1628606 (8449b7caef): a failed post-migration keeps the source as host.
+
+    The fix hands the libvirt driver ``_post_live_migration_update_host`` as
+    the post-migration callback: when ``_post_live_migration`` raises (the
+    guest already runs on the destination) it applies and drops the
+    migration context and saves the destination as the instance's host
+    before re-raising. Before it the callback was ``_post_live_migration``
+    itself, so a destination that never ran its half (its
+    ``post_live_migration_at_destination`` lost) left ``_do_live_migration``
+    to put the instance in ERROR on the source, with the migration context
+    still set, while its guest runs on the destination. We make the wrapper
+    the plain call.
+    """
+
+    description = "a failed post-migration leaves the instance on the source host (ERROR), guest on the dest"
+    bug = "https://bugs.launchpad.net/nova/+bug/1628606"
+    operation = "live-migration"
+
+    needs_fault = True
+
+    def _setUp(self):
+        def update_host(compute, ctxt, instance, dest, block_migration=False,
+                        migrate_data=None, source_bdms=None):
+            compute._post_live_migration(ctxt, instance, dest, block_migration, migrate_data,
+                                         source_bdms)
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.manager.ComputeManager._post_live_migration_update_host",
+            update_host))
+
+
 class RevertKeepsDest(fixtures.Fixture):
     """Self-test sabotage (no upstream bug): a revert leaves the destination's usage counted.
 
@@ -378,9 +486,33 @@ class StrayThread(fixtures.Fixture):
 
 MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165,
              "2025480": Bug2025480, "1791075": Bug1791075, "1896463": Bug1896463,
-             "1818914": Bug1818914,
+             "1818914": Bug1818914, "2044235": Bug2044235, "2000069": Bug2000069,
+             "1628606": Bug1628606,
              "selftest-vanish": VanishOnConfirm, "selftest-revert-keeps-dest": RevertKeepsDest,
              "selftest-stray-thread": StrayThread, "selftest-extra-read": ExtraRead}
+
+
+#: upstream failure-path bugs reviewed and not re-introduced: bug -> why not in-process
+#: (``nova-chaos mutations`` lists them after the mutations)
+NOT_REPRODUCED = {
+    "1949808": "aborting a queued live migration leaked its allocations (fixed by 219520d9ce, in "
+               "Nova 34): the leak is in live_migration_abort's queued branch, reached only by "
+               "the abort API (DELETE /servers/{id}/migrations/{id}) while the migration is "
+               "queued; the harness has no abort operation",
+    "1960412": "the same fix (219520d9ce) and the same path as 1949808 (the queued abort left "
+               "the instance's state and port bindings): needs the abort API step",
+    "1899835": "a failed pre_live_migration's rollback disconnected the destination's volumes "
+               "with the source's connection_info (fixed by 5a55a78d51, in Nova 34): the "
+               "scenarios boot servers without volumes, so the rollback has no BDM to mismatch, "
+               "and Cinder attachments are not among the views the oracles read",
+    "1848343": "deleting a server during a move that then fails (NoValidHost, or its dest's "
+               "prep_resize) re-creates the deleted instance's allocations when the migration's "
+               "are reverted -- not fixed (the FIXME in Nova 34's test_bug_1848343 asserts the "
+               "leak): it needs the delete to land between the conductor's allocation swap and "
+               "its revert; the harness deletes only once Nova has handled the failure (the "
+               "revert is done) and has no fault that deletes at a point, so it does not apply "
+               "on clean Nova 34 with these faults",
+}
 
 
 def discovered_as(name: str | None) -> str | None:

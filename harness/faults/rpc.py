@@ -106,8 +106,10 @@ class RpcStrike(aftermath.ArmedStrike):
         strike = self
 
         def timeout(method):
-            return oslo_messaging.MessagingTimeout(
+            lost = oslo_messaging.MessagingTimeout(
                 f"Timed out waiting for a reply to {method} (lost by nova-chaos)")
+            lost.lost_by_nova_chaos = True
+            return lost
 
         def prepared(client, *args, **kwargs):
             cctxt = prepare(client, *args, **kwargs)
@@ -129,8 +131,30 @@ class RpcStrike(aftermath.ArmedStrike):
                     raise timeout(method)
                 if not strike.reply and strike.take("call timed out"):
                     raise timeout(method)
-                return call(ctxt, method, **kw)
+                try:
+                    return call(ctxt, method, **kw)
+                except oslo_messaging.MessagingTimeout as exc:
+                    if not getattr(exc, "lost_by_nova_chaos", False):
+                        raise
+                    raise as_delivered(exc) from None
             cctxt.cast, cctxt.call = losing_cast, timing_out_call
             return cctxt
         self.injector.useFixture(fixtures.MonkeyPatch("oslo_messaging.RPCClient.prepare",
                                                       prepared))
+
+
+def as_delivered(exc):
+    """The fault's timeout, raised in a callee, as production hands it to the caller.
+
+    The in-process transport re-raises the callee's exception object; a real
+    one serializes it and the caller's deserializer rebuilds only builtins
+    and the modules Nova allows (``nova.exception``): any other class -- the
+    callee's own ``MessagingTimeout`` among them -- arrives as
+    ``RemoteError`` ("Remote error: MessagingTimeout ..."), which a caller's
+    ``except MessagingTimeout`` does not catch (bug 2044235's shape). We run
+    oslo.messaging's own serializer and deserializer on it.
+    """
+    from nova import rpc
+    from oslo_messaging._drivers import common
+    data = common.serialize_remote_exception((type(exc), exc, exc.__traceback__))
+    return common.deserialize_remote_exception(data, rpc.get_allowed_exmods())

@@ -21,12 +21,16 @@ def cmd_scenarios(args) -> int:
 
 
 def cmd_mutations(args) -> int:
-    """Every built-in mutation: its name for ``--mutate``, the operation it shows in, its bug."""
+    """Every built-in mutation: its name for ``--mutate``, the operation it shows in, its bug;
+    then the upstream bugs reviewed and not built in, and why."""
     from harness.cloud import mutations
     for name, mutation in mutations.MUTATIONS.items():
         print(f"{name:24} {mutation.operation:15} {mutation.description}\n"
               f"{'':24} {mutation.bug or '(a self-test of the harness, no upstream bug)'}",
               file=console.OUT)
+    for bug, why in mutations.NOT_REPRODUCED.items():
+        print(f"{bug:24} {'(not built in)':15} {why}\n{'':24} "
+              f"https://bugs.launchpad.net/nova/+bug/{bug}", file=console.OUT)
     return EXIT_OK
 
 

@@ -283,7 +283,10 @@ def liveness(ctx) -> list:
 def recovered(ctx) -> list:
     """After a fault ended a move and Nova handled it, no move is left half-done (1836369's
     shape): a server not at VERIFY_RESIZE keeps no task state, migration
-    context or migration in progress."""
+    context or migration in progress; and a server the failed move left as it
+    was -- at rest, its guest running on its host alone, the host its latest
+    move started from (or never moved) -- is not in ERROR: Nova knows where
+    and what it is (2044235's shape)."""
     if not getattr(ctx.phase, "recovered", False):
         return []
     from harness.oracles import views

@@ -130,7 +130,8 @@ def instance(ctx, uuid, attrs):
 
 def left_behind(cloud) -> list:
     """``(server, what, seen)`` for what a recovered move left: a server not at
-    VERIFY_RESIZE keeps no task state, no migration context, no migration in progress."""
+    VERIFY_RESIZE keeps no task state, no migration context, no migration in
+    progress; and one whose guest runs untouched where it was is not in ERROR."""
     from nova import context
     from nova.compute import vm_states
     ctx = context.get_admin_context()
@@ -147,7 +148,19 @@ def left_behind(cloud) -> list:
                         f"{inst.migration_context.migration_id})"))
         if migration is not None and migration.status not in OVER:
             out.append((server, "migration status", migration.status))
+        if (inst.vm_state == vm_states.ERROR and inst.task_state is None
+                and inst.migration_context is None
+                and inst.host == (migration.source_compute if migration else inst.host)
+                and running_on(cloud, inst.name) == [inst.host]):
+            out.append((server, "vm_state", f"error (its guest runs untouched on {inst.host}, "
+                        f"where its move started)"))
     return out
+
+
+def running_on(cloud, domain: str) -> list:
+    """The hosts whose fake libvirt runs the domain named ``domain``."""
+    return [h.name for h in cloud.scenario.hosts
+            if domain in cloud.libvirt_host(h.name).state()["running"]]
 
 
 def consumers(cloud) -> dict:
