@@ -97,15 +97,17 @@ def recovered_phase(run, name: str) -> Phase:
 
 def moving(inst, migration) -> bool:
     """Whether Nova still has ``inst``'s move in flight: a task state, or waiting at
-    VERIFY_RESIZE, with a migration not over -- or a revert the source never finished
-    (the destination calls the migration ``reverted`` before the source has run its
-    half: the instance still has its task state and its host is still the destination).
-    Both hosts then hold it."""
+    VERIFY_RESIZE, with a migration not over -- or a revert whose source has not taken
+    the instance back (the destination calls the migration ``reverted`` before the
+    source runs its half: until the source saves the instance's host, node and old
+    flavor back, it still has its task state, the destination as its host and the new
+    flavor; on one host, the flavor tells). Both hosts then hold it."""
     from nova.compute import task_states, vm_states
     from harness.oracles import views
     if migration is None:
         return False
     if inst.task_state == task_states.RESIZE_REVERTING and migration.status == "reverted":
-        return True
+        return (inst.host == migration.dest_compute
+                and inst.flavor.id == migration.new_instance_type_id)
     return migration.status not in views.OVER and (
         inst.task_state is not None or inst.vm_state == vm_states.RESIZED)
