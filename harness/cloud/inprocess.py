@@ -197,21 +197,22 @@ class Cloud(fixtures.Fixture):
                 disk=flavor.disk_gb, ephemeral=0, swap=0, extra_spec=flavor.extra_specs)
         self.servers = {}
         self.moves_ended = collections.Counter()  # instance uuid -> live migrations over
-        for method in ("_post_live_migration", "_rollback_live_migration"):
-            self.useFixture(fixtures.MonkeyPatch(
-                f"nova.compute.manager.ComputeManager.{method}", self._counted(method)))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.compute.manager.ComputeManager._do_live_migration", self._counted()))
 
-    def _counted(self, method):
-        """``method``, counting its returns per instance: the source's last word
-        on a live migration, which the API's status precedes (it says ACTIVE
-        before the source has cleaned up and set the migration's status)."""
+    def _counted(self):
+        """The source's ``_do_live_migration``, counting its returns per instance: its
+        last word on a live migration, which the API's status precedes (it says ACTIVE
+        before the source has cleaned up and set the migration's status) -- after its
+        own handler of what ``_post_live_migration`` or the rollback raised, which may
+        set the migration 'error' once they already said 'completed'."""
         from nova.compute import manager
-        real = getattr(manager.ComputeManager, method)
+        real = manager.ComputeManager._do_live_migration
 
         @functools.wraps(real)
-        def counted(manager_self, context, instance, *args, **kwargs):
+        def counted(manager_self, context, dest, instance, *args, **kwargs):
             try:
-                return real(manager_self, context, instance, *args, **kwargs)
+                return real(manager_self, context, dest, instance, *args, **kwargs)
             finally:
                 self.moves_ended[instance.uuid] += 1
         return counted

@@ -149,12 +149,20 @@ def left_behind(cloud) -> list:
         if migration is not None and migration.status not in OVER:
             out.append((server, "migration status", migration.status))
         if (inst.vm_state == vm_states.ERROR and inst.task_state is None
-                and inst.migration_context is None
-                and inst.host == (migration.source_compute if migration else inst.host)
+                and inst.migration_context is None and unmoved(inst, migration)
                 and running_on(cloud, inst.name) == [inst.host]):
             out.append((server, "vm_state", f"error (its guest runs untouched on {inst.host}, "
                         f"where its move started)"))
     return out
+
+
+def unmoved(inst, migration) -> bool:
+    """Whether the instance is where and what its latest move started from: its host
+    the move's source and its flavor the old one (one host: only the flavor tells)."""
+    if migration is None:
+        return True
+    return (inst.host == migration.source_compute
+            and inst.instance_type_id == migration.old_instance_type_id)
 
 
 def running_on(cloud, domain: str) -> list:
