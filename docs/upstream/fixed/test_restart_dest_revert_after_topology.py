@@ -164,14 +164,16 @@ class TestRestartDestRevertAfterTopology(base.ServersTestBase):
             self.api.post_server_action(vm1['id'], {'revertResize': None})
             self.assertTrue(restarted.wait(60))
         self.assertEqual({
-            'host-a': (0, {}, 0, 0, {}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
             'host-b': (4, {2048: 1024}, 4, 2048,
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
 
         self._run_periodics()
         self.assertEqual({
-            'host-a': (0, {}, 0, 0, {}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
             'host-b': (4, {2048: 1024}, 4, 2048,
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())

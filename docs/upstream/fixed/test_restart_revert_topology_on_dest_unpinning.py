@@ -177,7 +177,8 @@ class TestRestartRevertTopologyOnDestUnpinning(base.ServersTestBase):
             self.api.post_server_action(vm1['id'], {'revertResize': None})
             self.assertTrue(restarted.wait(60))
         self.assertEqual({
-            'host-a': (0, {}, 0, 0, {}),
+            'host-a': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
             'host-b': (6, {2048: 1536}, 6, 3072,
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         }, self._usages())

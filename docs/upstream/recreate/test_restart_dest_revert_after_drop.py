@@ -42,14 +42,15 @@ SAVING = {'status': 'reverted'}
 
 class TestRestartDestRevertAfterDrop(base.ServersTestBase):
     """Revert: the destination dies in revert_resize after dropping its claim
-    ('reverted') and before reverting the instance's topology; the source
-    holds the guest against a ledger at rest.
+    ('reverted') and before reverting the instance's topology; the revert
+    stays in flight, the source's next periodic forgets its shut-off guest,
+    and the delete orphans the source's holding.
 
-    With the migration 'reverted' the move is over for Nova's bookkeeping,
-    so the ledger has the server at rest on the destination (instance.host)
-    with its new flavor; but the source's tracker still holds the old guest
-    and placement the migration's allocation, and the delete (sent to the
-    destination) leaves the source's domain and orphans the allocation.
+    The migration is 'reverted' (drop_move_claim_at_dest: "the migration
+    isn't really reverted yet") but the task state is still resize_reverting
+    and nothing resumes the revert: the move is in flight (the ledger: the
+    source holds the old flavor for the migration, its guest shut off; the
+    destination the new one for the instance, its host).
 
     host-b dies there: the test restarts its compute service in a stub of
     Migration.save (the save that sets status reverted), as that call
@@ -173,8 +174,6 @@ class TestRestartDestRevertAfterDrop(base.ServersTestBase):
         with die:
             self.api.post_server_action(vm1['id'], {'revertResize': None})
             self.assertTrue(restarted.wait(60))
-        # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
         self.assertEqual({
             'host-a': (2, {2048: 512}, 2, 1024,
                        {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
@@ -184,7 +183,8 @@ class TestRestartDestRevertAfterDrop(base.ServersTestBase):
 
         self._run_periodics()
         # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
+        # 'host-a': (2, {2048: 512}, 2, 1024,
+        #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
         self.assertEqual({
             'host-a': (0, {}, 0, 0,
                        {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),

@@ -157,8 +157,8 @@ class TestRestartSameHostRevertAfterDrop(base.ServersTestBase):
             self.api.post_server_action(vm1['id'], {'revertResize': None})
             self.assertTrue(restarted.wait(60))
         # FIXME(bug): this should be
-        # 'host-a': (4, {2048: 1024}, 4, 2048,
-        #            {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
+        # 'host-a': (6, {2048: 1536}, 6, 3072,
+        #            {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         self.assertEqual({
             'host-a': (4, {2048: 1024}, 4, 2048,
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),

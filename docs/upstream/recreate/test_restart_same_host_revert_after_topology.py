@@ -37,16 +37,18 @@ DONE = ('confirmed', 'reverted', 'error', 'failed', 'completed', 'cancelled',
 
 class TestRestartSameHostRevertAfterTopology(base.ServersTestBase):
     """Same-host revert: the compute dies after the instance got its old
-    topology back but not its old flavor; the tracker counts the old guest
-    against the new flavor's ledger.
+    topology back but not its old flavor; the restarted tracker counts the
+    new flavor in the old topology's cells, neither of the revert's two
+    holdings.
 
     Killed between the save of the reverted topology and
     finish_revert_resize's save of the old flavor: the instance has the new
-    flavor and the old topology. The restarted tracker pins and pages from
-    the topology (the old guest's), the ledger's totals come from the flavor
-    (the new one's): the totals differ as the two flavors do (named, not
-    computed: no topology of the new flavor is left to compare), and the
-    migration's allocation is orphaned.
+    flavor and the old topology. The revert is in flight (the ledger: the
+    old flavor in the old cells for the migration, the new one in the new
+    cells for the instance); the restarted tracker counts the instance only,
+    its counters from the flavor (the new one) and its pins and pages from
+    the topology (the old one), so it lacks the old flavor's counters and
+    the new cells, and the migration's allocation is orphaned by the delete.
 
     host-a dies there: the test restarts its compute service in a stub of
     ComputeAPI.finish_revert_resize, before host-a makes that call, and the
@@ -152,8 +154,8 @@ class TestRestartSameHostRevertAfterTopology(base.ServersTestBase):
             self.api.post_server_action(vm1['id'], {'revertResize': None})
             self.assertTrue(restarted.wait(60))
         # FIXME(bug): this should be
-        # 'host-a': (4, {2048: 1024}, 4, 2048,
-        #            {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
+        # 'host-a': (6, {2048: 1536}, 6, 3072,
+        #            {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),
         self.assertEqual({
             'host-a': (2, {2048: 512}, 4, 2048,
                        {'DISK_GB': 2, 'MEMORY_MB': 3072, 'PCPU': 6}),

@@ -171,7 +171,8 @@ class TestRestartSourceFinishRevertBeforeSwap(base.ServersTestBase):
             self.api.post_server_action(vm1['id'], {'revertResize': None})
             self.assertTrue(restarted.wait(60))
         # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
+        # 'host-a': (2, {2048: 512}, 2, 1024,
+        #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
         # 'host-b': (4, {2048: 1024}, 4, 2048,
         #            {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         self.assertEqual({
@@ -183,7 +184,8 @@ class TestRestartSourceFinishRevertBeforeSwap(base.ServersTestBase):
 
         self._run_periodics()
         # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
+        # 'host-a': (2, {2048: 512}, 2, 1024,
+        #            {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
         # 'host-b': (4, {2048: 1024}, 4, 2048,
         #            {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         self.assertEqual({
