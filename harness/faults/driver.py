@@ -26,6 +26,8 @@ NO_LIBVIRT_ERROR = {
     "rebuild": "not LibvirtDriver's: it raises NotImplementedError and the manager falls "
                "back to its own rebuild (whose calls are struck)",
 }
+
+
 class Driver(Fault):
     kind = glob = "driver"
     periodic = False
