@@ -1,13 +1,16 @@
-"""Faults that make the next message of the striking thread fail (placement, rpc):
-the strike they share, and when the failure has ended the move.
+"""Faults that make a call of the move fail (driver, placement, rpc): the strike
+they share, and when the failure has ended the move.
 
-The in-process cloud runs a move's casts as calls, on the thread of the API
-request that started it, and runs no periodic of its own: once the servers'
-state stops changing, nothing is left to change it. A move is over when a
-server is in ERROR or its migration ``error``/``failed`` and no server has a
-task state, or when nothing changed for :data:`STALL_POLLS` polls (a lost
-message: the recovery then checks what the stall left). Otherwise it goes on,
-and the item runs its ending as any other.
+Placement and rpc arm the striking thread (its next message fails); the
+driver raises at the point itself. The in-process cloud runs a move's casts
+as calls, on the thread of the API request that started it, and runs no
+periodic of its own: once the servers' state stops changing, nothing is
+left to change it. A move is over when a server is in ERROR or its
+migration ``error``/``failed`` and no server has a task state (for a raised
+call, as soon as no server has one), or when nothing changed for
+:data:`STALL_POLLS` polls (a lost message: the recovery then checks what
+the stall left). Otherwise it goes on, and the item runs its ending as any
+other.
 """
 import threading
 
