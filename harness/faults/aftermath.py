@@ -52,10 +52,10 @@ class Aftermath:
         self.state = now
         busy = any(task for task, _, _ in now)
         failed = any(vm == "error" or status in FAILED_MIGRATION for _, vm, status in now)
-        if ((failed or self.ended) and not busy) or self.still > STALL_POLLS:
+        settled = (failed or self.ended) and not busy
+        if settled or self.still > STALL_POLLS:
             run.recovery = list(PLANNED)
-            stalled = "" if (failed or self.ended) and not busy else " (the move stalled)"
-            return MoveFailed(self.host, f"{self.what}{stalled}")
+            return MoveFailed(self.host, self.what + ("" if settled else " (the move stalled)"))
         return None
 
 
@@ -103,16 +103,23 @@ class ArmedStrike(Strike):
         return True
 
     def at_point(self, point):
+        self.struck(point, f"{point.callee} {self.pending}", f"{point.callee} {self.failing}")
+        self.armed.point = point.id
+
+    def struck(self, point, fired: str, what: str, ended: bool = False) -> str:
+        """Record the strike at ``point`` on the host of its role (``fired``: what the
+        item says it did there), note the state it met and let the waits end once the
+        failure is over (:class:`Aftermath` of ``what``); the host."""
         injector = self.injector
-        tracer, inj, run = injector.tracer, injector.injection, injector.run
+        tracer, run = injector.tracer, injector.run
         host = tracer.host_of_role(point.role)
-        inj.hosts = [host]
-        inj.fired_at.append(f"{host} ({point.callee} {self.pending})")
+        injector.injection.hosts = [host]
+        injector.injection.fired_at.append(f"{host} ({fired})")
         run.where = f"{point.callee} {self.failing} on {host} at {point.id}"
         with tracer.suspended():  # what the failure meets: a root cause's condition
             injector.note_state(host, allocations=True)
-        self.armed.point = point.id
-        run.cloud.interruption = Aftermath(run, host, f"{point.callee} {self.failing}")
+        run.cloud.interruption = Aftermath(run, host, what, ended=ended)
+        return host
 
     def after_crash(self, run, crash):
         recover(run, crash)

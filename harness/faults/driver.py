@@ -69,7 +69,6 @@ class Driver(Fault):
         return []  # the recovery's checkpoints are planned; missing one is an error already
 
 
-
 class DriverStrike(aftermath.ArmedStrike):
     """Raise at the point; the move is over once Nova has handled the failure."""
 
@@ -77,18 +76,10 @@ class DriverStrike(aftermath.ArmedStrike):
 
     def at_point(self, point):
         from nova.tests.fixtures import libvirt as fakelibvirt
-        injector = self.injector
-        tracer, inj, run = injector.tracer, injector.injection, injector.run
-        host = tracer.host_of_role(point.role)
-        call = point.callee
-        inj.hosts = [host]
-        inj.fired_at.append(f"{host} ({call} raised libvirtError)")
-        run.recovery = list(aftermath.PLANNED)
+        tracer, call = self.injector.tracer, point.callee
+        self.injector.run.recovery = list(aftermath.PLANNED)
         tracer.open, tracer.closed = False, True  # what follows is Nova's handling, not the trace
-        run.where = f"{call} failing on {host} at {point.id}"
-        with tracer.suspended():  # what the failure meets: a root cause's condition
-            injector.note_state(host, allocations=True)
-        run.cloud.interruption = aftermath.Aftermath(run, host, call, ended=True)
+        self.struck(point, f"{call} raised libvirtError", call, ended=True)
         self.taken = True
         raise fakelibvirt.make_libvirtError(
             fakelibvirt.libvirtError, f"internal error: injected by nova-chaos: {call} failed",

@@ -30,8 +30,8 @@ import fixtures
 from harness.faults import aftermath
 from harness.faults.base import Fault
 
-#: what the variants lose
-VARIANTS = {"": "the request", "reply": "a call's reply"}
+#: the variants, as the spec names them after ``rpc:``: the request lost, a call's reply lost
+VARIANTS = ("", "reply")
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,13 +123,12 @@ class RpcStrike(aftermath.ArmedStrike):
                 return cast(ctxt, method, **kw)
 
             def timing_out_call(ctxt, method, **kw):
-                if strike.reply and strike.take("reply lost"):
-                    try:
-                        call(ctxt, method, **kw)
-                    except Exception:  # noqa: S110 -- the callee's error went with its reply
-                        pass
-                    raise timeout(method)
-                if not strike.reply and strike.take("call timed out"):
+                if strike.take("reply lost" if strike.reply else "call timed out"):
+                    if strike.reply:
+                        try:
+                            call(ctxt, method, **kw)
+                        except Exception:  # noqa: S110 -- the callee's error went with its reply
+                            pass
                     raise timeout(method)
                 try:
                     return call(ctxt, method, **kw)
