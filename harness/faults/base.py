@@ -90,6 +90,10 @@ class Fault:
     operations: tuple | None = None
     #: a recreate test can be written of its items
     recreatable = True
+    #: how a recreate test's stub of the call at the point fails it (``libvirt``: it
+    #: raises libvirtError; ``lost``: its message is lost; ``reply``: its reply is);
+    #: None: the fault does not fail the call (the periodic, a restart)
+    fails_call: str | None = None
     #: how many of the operation's calls the periodic stays stopped inside itself (None: whole)
     pause_calls: int | None = None
     #: one line for ``--fault``'s help
@@ -158,12 +162,17 @@ class Fault:
         return None if self.implicit else (
             f"export supports the whole periodic only, not fault {self.spec!r}")
 
+    def fails_at(self, point_id: str) -> str | None:
+        """How a recreate test's stub fails the call at ``point_id`` (a kind of
+        ``fails_call``, made exact for that call); None: it cannot say."""
+        return self.fails_call
+
     def recreate_refusal(self, scen, ending: str, endings: tuple) -> str | None:
         """Why a recreate test cannot be written of its item in ``scen`` ending in ``ending``
         (``endings``: those a recreate test has for the operation). None: it can."""
         if not self.recreatable:
-            return (f"fault {self.spec}: a recreate test covers the whole periodic and the "
-                    "restart so far")
+            return (f"fault {self.spec}: a recreate test covers the whole periodic, the "
+                    "restart, the driver and the rpc faults so far")
         if ending not in endings:
             return f"ending {ending}: a recreate test ends in {' or '.join(endings)}"
         return None

@@ -32,7 +32,7 @@ class Driver(Fault):
     kind = glob = "driver"
     periodic = False
     label = "driver call failed on"
-    recreatable = False
+    fails_call = "libvirt"
     summary = ("driver: the compute manager's libvirt driver call at the point raises "
                "libvirtError, Nova handles it, then every server is deleted")
 

@@ -51,7 +51,6 @@ class Rpc(Fault):
     glob = "rpc*"
     periodic = False
     label = "message lost from"
-    recreatable = False
     summary = ("rpc|rpc:reply: the compute's RPC message at the point is lost (a cast never "
                "arrives, a call times out; rpc:reply: a call's callee runs and its reply is "
                "lost); a failed or stalled move's servers are then deleted")
@@ -70,6 +69,18 @@ class Rpc(Fault):
     @property
     def memoizable(self):
         return False  # the run leaves the traced path at the point: nothing to inherit
+
+    @property
+    def fails_call(self):
+        return self.variant or "lost"
+
+    def fails_at(self, point_id):
+        """A lost request is a lost cast or call as the method sends it (None: its
+        caller chooses)."""
+        if self.variant:
+            return self.variant
+        how = sends(point_id.split(">", 1)[1].rsplit("#", 1)[0])
+        return f"lost-{next(iter(how))}" if len(how) == 1 else None
 
     def arm(self, injector):
         return RpcStrike(injector, reply=self.variant == "reply")

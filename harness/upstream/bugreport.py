@@ -91,7 +91,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     import nova.version
     cause = rec.cause
     from harness.upstream.recreate_render import LABELS
-    method, kill = rec.boundary.short, rec.boundary.kill
+    from harness.upstream import recreate_failure
+    method, kill, fails = rec.boundary.short, rec.boundary.kill, rec.boundary.fails
     own = rec.boundary.kind == "none"  # Nova's own path: nothing injected
     if rec.boundary.when:  # a save, told apart by what it sets
         method += " setting " + ", ".join(f"{f} {v}" for f, v in rec.boundary.when)
@@ -100,7 +101,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
             f"before {caller} calls" if not kill else "before it calls")
     struck = [rec.hosts.get(r, r) for r in target_roles(rec.item.target)]
     move = scen.moves[0]
-    condition = [f"- {_condition(k, v, rec.hosts, kill, own)}" for k, v in cause.when.items()]
+    condition = [f"- {_condition(k, v, rec.hosts, kill, own, fails)}"
+                 for k, v in cause.when.items()]
     lines = [
         f"Summary: {cause.title}",
         "",
@@ -113,6 +115,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
         f"Where in Nova: {cause.nova}",
         "",
         ("When: a compute dies (and is restarted) while, for the moving server:" if kill else
+         f"When: {recreate_failure.what(rec)} fails while, for the moving server:" if fails else
          "When: the server is deleted while, with no periodic since its move ended:" if own else
          "When: update_available_resource runs while, for the moving server:"),
         *condition,
@@ -127,12 +130,14 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
               + (f" on {b.host}" if b.host else "") for b in scen.boots],
             f"{move.op} {move.server}" + (f" to {_flavor(scen.flavors[move.flavor])}"
                                           if move.op == "resize" else ""),
-            *([f"{rec.item.ending} it"] if rec.in_ending or not kill else []),
-            *([f"delete {move.server}"] if kill else []),
+            *([f"{rec.item.ending} it"] if rec.in_ending or not (kill or fails) else []),
+            *([f"delete {move.server}"] if kill or fails else []),
             *([f"delete {move.server} right away, before any periodic runs"] if own else [])],
             1)],
         (f"Meanwhile, {caller} dies just {when} {method}: the test restarts its "
          "compute service in a stub of that call, which never returns." if kill else
+         f"Meanwhile, {recreate_failure.what(rec)} "
+         f"{recreate_failure.EFFECT[fails]} (the test fails that call in a stub)." if fails else
          "Nothing is injected: this is Nova's own path, a user's prompt delete." if own else
          f"Meanwhile, update_available_resource runs on {' and '.join(struck)} just {when} "
          f"{method} (the test stubs that call)."),
@@ -150,7 +155,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     lines += [f"- the periodic fails, logging {name} (update_available_resource logs it "
               "and carries on)" for name in rec.logs]
     if rec.recovery is not None:
-        lines += [f"- after the restart, the move is left half-done: task_state "
+        lines += [f"- after the {'failure' if fails else 'restart'}, the move is left "
+                  f"half-done: task_state "
                   f"{rec.recovery[0]}, migration context "
                   f"{'set' if rec.recovery[1] else 'gone'}, migration "
                   f"{'still in progress' if rec.recovery[2] else 'over'} (expected: no task "
@@ -189,7 +195,8 @@ _WORDS = {
 }
 
 
-def _condition(key: str, value, hosts: dict, kill: bool = False, own: bool = False) -> str:
+def _condition(key: str, value, hosts: dict, kill: bool = False, own: bool = False,
+               fails: str = "") -> str:
     values = [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
     shown = " or ".join(values)
     host = " or ".join(hosts.get(v, v) for v in values)
@@ -200,6 +207,9 @@ def _condition(key: str, value, hosts: dict, kill: bool = False, own: bool = Fal
                                             "host",
                     "allocations.migration": "placement holds the migration's allocation on "
                                              "the {} host"}.get(key, template)
+    if fails:  # the failure's condition: the failing host's role
+        template = {"runs_on": "the failing call is made on the {} host ({host})"}.get(
+            key, template)
     if own:  # what the delete meets, on the host whose tracker keeps the usage
         template = {"runs_on": "on the {} host ({host})"}.get(key, template)
     return template.format(shown, host=host).replace("True", "yes").replace("False", "no")

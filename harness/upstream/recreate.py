@@ -50,6 +50,7 @@ class Boundary:
     kill: bool = False
     when: tuple = ()  # a save: ((field, value), ...) changed at that call
     after: bool = False  # the fault strikes as the call returns, not before it
+    fails: str = ""  # the stub fails the call (a failure fault's Fault.fails_call)
 
     @property
     def object(self) -> str:
@@ -87,7 +88,9 @@ class Recreate:
     logs: list         # the exceptions the periodic logs (the cause's log expects)
     recovery: tuple | None  # a restart: (task_state, context set, in progress) left, if any
     in_ending: bool    # the fault strikes in the ending (after VERIFY_RESIZE)
-    status: str        # the server's status after the ending
+    status: str        # the server's status after the ending (a failure's: where it rests)
+    task_state: str | None = None  # a failure's: the task state the server rests in
+    event: tuple | None = None  # a failure's: the last action event to finish (_settled)
     guests: dict = dataclasses.field(default_factory=dict)  # host -> domains left
     undeletable: tuple = ()  # servers whose delete failed on their compute
     #                                                 after the deletes (a restart's)
@@ -120,6 +123,9 @@ class Recreate:
         b = self.boundary
         if b.kind == "none":
             return f"nothing injected: the servers deleted right after the {self.item.ending}"
+        if b.fails:
+            from harness.upstream import recreate_failure
+            return recreate_failure.how(self)
         when = "after" if b.after else "before"
         call = b.short + (" setting " + ", ".join(f"{f} {v}" for f, v in b.when)
                           if b.when else "")
@@ -136,6 +142,9 @@ class Recreate:
         b, role = self.boundary, self.item.point.split(":", 1)[0]
         if b.kind == "none":
             return f"test_delete_right_after_{self.item.ending.replace('-', '_')}"
+        if b.fails:
+            from harness.upstream import recreate_failure
+            return recreate_failure.test_method(self)
         when = "after" if b.after else "before"
         if b.kill and b.kind == "save":
             return f"test_{role}_dies_{'after_' if b.after else ''}saving_{b.object.lower()}"
@@ -179,7 +188,10 @@ def candidates(item: Item, trace: list) -> list:
     stub could not call the real method and die, as a save's can); a save that is
     its caller's last call is struck before its host's next call."""
     from harness import faults
-    kill = faults.parse(item.fault).kills
+    fault = faults.parse(item.fault)
+    if fault.fails_call:
+        return failing(item, trace)
+    kill = fault.kills
     found = [boundary_of(p, kill) for p in trace]
     paths = [b.path if b else None for b in found]
     once = {p for p, n in collections.Counter(paths).items() if p and n == 1}
@@ -204,6 +216,48 @@ def candidates(item: Item, trace: list) -> list:
     return before[:TRIES] + after[:TRIES]
 
 
+def _settled(server: dict) -> tuple:
+    """Where a failed move rests: the server's (status, task state) as the API shows
+    them, and the last instance action event to finish, as ``(action, event,
+    result)`` -- the compute's step that met the failure (or sent the lost message)
+    is over once it has finished."""
+    from nova import context, objects
+    ctx = context.get_admin_context()
+    last = None
+    for action in objects.InstanceActionList.get_by_instance_uuid(ctx, server["id"]):
+        done = [e for e in objects.InstanceActionEventList.get_by_action(ctx, action.id)
+                if e.result is not None]
+        if done:
+            event = max(done, key=lambda e: (e.finish_time, e.id))
+            last = (action.action, event.event, event.result.lower())
+            break  # the newest action with a finished event
+    return server["status"], server["OS-EXT-STS:task_state"], last
+
+
+def failing(item: Item, trace: list) -> list:
+    """A failure fault's one candidate: the call at its point, failed by a stub that
+    can tell that call apart -- a driver method its host calls once in the trace
+    (the stub is that host's driver's), an ``rpcapi`` method called once."""
+    from harness import faults
+    found = boundary_of(item.point, kill=True)
+    if found is None or found.kind not in ("driver", "rpc"):
+        raise UsageError(f"{item.point}: a recreate test fails a driver or rpcapi call")
+    host, label = item.point.split(":", 1)[0], _label(item.point)
+    same = [p for p in trace if _label(p) == label
+            and (found.kind == "rpc" or p.split(":", 1)[0] == host)]
+    if len(same) != 1:
+        raise UsageError(f"{item.point}: a stub of {found.short} cannot tell its call apart "
+                         f"(called {len(same)} times in the move)")
+    if faults.parse(item.fault).fails_at(item.point) is None:
+        raise UsageError(f"{item.point}: {found.short} casts or calls as its caller "
+                         "chooses; a stub would not know which")
+    return [(item, item.point, False)]
+
+
+def _label(point_id: str) -> str:
+    return point_id.split(">", 1)[1].rsplit("#", 1)[0]
+
+
 def judged_run(scen, item: Item, traces: dict, at: str | None = None,
                after: bool = False) -> tuple:
     """Run ``item`` keeping what every checkpoint read: ``(run, record, the boundary
@@ -218,10 +272,16 @@ def judged_run(scen, item: Item, traces: dict, at: str | None = None,
     run = runner.Run(scen, item.ending, converge_every=False,
                      one_thread=fault.one_thread)  # as campaign.run_item
     run.keep_evidence = True
-    found = boundary_of(at, fault.kills)
+    found = boundary_of(at, fault.kills or bool(fault.fails_call))
     seen = {}
 
     class Seeing(injection.Injector):
+        def before_check(self, run, name):
+            if fault.fails_call and name == "after-failure":  # what a test's wait for the
+                seen["status"] = {s: _settled(run.cloud.server(s))  # server to settle sees
+                                  for s in run.cloud.servers}
+            super().before_check(run, name)
+
         def _on_point(self, point):
             if point.id == at and found and found.kind == "save" and not seen:
                 obj = self.tracer.call_args[0][0]
@@ -234,7 +294,9 @@ def judged_run(scen, item: Item, traces: dict, at: str | None = None,
     run.execute(lambda r: Seeing(r, inj, item.window))
     record = campaign.judge(item, run, inj, traces, None, started)
     if found is not None:
-        found = dataclasses.replace(found, when=seen.get("when", ()), after=after)
+        found = dataclasses.replace(found, when=seen.get("when", ()), after=after,
+                                    kill=fault.kills, fails=fault.fails_at(at) or "")
+    run.statuses = seen.get("status", {})
     return run, record, found
 
 
@@ -299,7 +361,8 @@ def steps(run, scen) -> list:
     names = {"after-boot": "boot", "fenced": "fence",
              **({scen.operation.mid: "move"} if scen.operation.name != "live-migration"
                 else {}),
-             f"after-{run.ending}": run.ending, "after-restart": "restart"}
+             f"after-{run.ending}": run.ending, "after-restart": "restart",
+             "after-failure": "failure"}
     if run.recovery or not run.converge_ending:  # a restart's run, or the deletes right
         names["after-delete"] = "delete"        # after the ending: its deletes are steps too
     out = []
@@ -310,7 +373,7 @@ def steps(run, scen) -> list:
         ev = cp.evidence
         want = {h: ledger(ev.phase, h) for h in hosts}
         out.append((step, {h: usage(ev, h, ev.reserved_mb) for h in hosts}, want))
-        if step in (run.ending, "restart", "delete") and ev.after is not None:
+        if step in (run.ending, "restart", "failure", "delete") and ev.after is not None:
             after = dataclasses.replace(ev, snap=ev.after)
             label = "periodic" if step == run.ending else f"{step} periodic"
             out.append((label, {h: usage(after, h, ev.reserved_mb) for h in hosts}, want))
@@ -321,11 +384,19 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
     from harness import faults
     from harness.upstream import recreate_render
     refuse(scen)
-    kill = faults.parse(item.fault).kills
+    kill, fails = faults.parse(item.fault).kills, boundary.fails
+    if fails and not run.recovery:
+        raise UsageError(f"root cause {cause.name}: in {item.id} the move went on after the "
+                         "failure; a recreate test fails a move so far")
+    if fails and scen.operation.name != "resize":
+        raise UsageError(f"root cause {cause.name}: a recreate test fails a call in a resize "
+                         f"or cold migration so far, not in {scen.operation.name}")
     found = steps(run, scen)
     logs = _log_expects(cause, record)
-    recovery = _recovery(record, scen.moves[0].server) if kill else None
-    guests = _guests_left(run) if kill else {}
+    after = "after the failure" if fails else "after the restart"
+    server = scen.moves[0].server
+    recovery = _recovery(record, server, after) if kill or fails else None
+    guests = _guests_left(run) if kill or fails else {}
     if (all(seen == want for _, seen, want in found) and not logs and recovery is None
             and not guests):
         raise UsageError(f"root cause {cause.name}: its effect in {item.id} does not show in a "
@@ -337,10 +408,11 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
         raise UsageError(f"root cause {cause.name}: a recreate test kills a host in the "
                          "evacuation's rebuild, not in the source's restart")
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
+    status, task, event = (getattr(run, "statuses", {}).get(server, ("ACTIVE", None, None))
+                           if fails else (_status(record, server), None, None))
     rec = Recreate(cause, item, record, boundary, found, roles, logs,
-                   recovery, in_ending,
-                   _status(record, scen.moves[0].server), guests=guests,
-                   undeletable=_undeletable(record, scen) if kill else ())
+                   recovery, in_ending, status, task_state=task, event=event, guests=guests,
+                   undeletable=_undeletable(record, scen, after) if kill or fails else ())
     rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")
     rec.text, rec.fixed_text = (recreate_render.module(rec, scen, run, fixed)
                                 for fixed in (False, True))
@@ -415,17 +487,18 @@ def _log_expects(cause, record) -> list:
     return sorted(n for n in names if n in shown)
 
 
-def _recovery(record, server: str) -> tuple | None:
-    """What the restart's recovery left of ``server``'s move, as the test's
-    ``_move_left`` reads it: None when it left nothing (the recovery check was quiet)."""
+def _recovery(record, server: str, after: str) -> tuple | None:
+    """What Nova's recovery (``after`` the restart, the failure) left of ``server``'s
+    move, as the test's ``_move_left`` reads it: None when it left nothing (the
+    recovery check was quiet)."""
     left = {f["where"]: f["seen"] for f in record.findings if f["check"] == "recovery"
             and f["where"].startswith(f"server {server} ")}
     if not left:
         return None
-    task = left.get(f"server {server} task_state after the restart")
+    task = left.get(f"server {server} task_state {after}")
     return (task.strip("'") if isinstance(task, str) else task,
-            f"server {server} migration context after the restart" in left,
-            f"server {server} migration status after the restart" in left)
+            f"server {server} migration context {after}" in left,
+            f"server {server} migration status {after}" in left)
 
 
 def _guests_left(run) -> dict:
@@ -443,11 +516,11 @@ def _guests_left(run) -> dict:
     return left
 
 
-def _undeletable(record, scen) -> tuple:
-    """The servers whose delete after the restart failed (the harness's liveness
-    finding lists them as ``name: why``, joined by ``; ``)."""
+def _undeletable(record, scen, after: str) -> tuple:
+    """The servers whose delete ``after`` the restart or failure failed (the harness's
+    liveness finding lists them as ``name: why``, joined by ``; ``)."""
     seen = " ".join(str(f["seen"]) for f in record.findings if f["check"] == "liveness"
-                    and f["where"] == "delete after the restart")
+                    and f["where"] == f"delete {after}")
     return tuple(b.server for b in scen.boots
                  if re.search(rf"(^|; |'){re.escape(b.server)}: ", seen))
 

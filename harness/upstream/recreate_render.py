@@ -41,18 +41,23 @@ DONE = ("confirmed", "reverted", "error", "failed", "completed", "cancelled", "d
 LABELS = {"move": "after the move (VERIFY_RESIZE)", "periodic": "after the next periodic",
           "fence": "after the source is fenced", "source-restart": "after the source restarts",
           "restart": "after the restart", "restart periodic": "after the restart and a periodic",
+          "failure": "after the failure", "failure periodic": "after the failure and a periodic",
           "delete": "after the delete", "delete periodic": "after the delete and a periodic"}
 
 
 def module(rec, scen, run, fixed: bool) -> str:
     """The recreate test of ``rec`` (``fixed``: its fixed form)."""
+    from harness.upstream import recreate_failure
     restart, live = rec.boundary.kill, scen.operation.name == "live-migration"
+    fails = bool(rec.boundary.fails)
     threads = ["import threading"] if restart or rec.boundary.kind == "save" else []
     body = [LICENCE, "import collections", *threads, *(["import time"] if restart else []),
-            *(["from unittest import mock"] if restart or scen.operation.name == "resize"
-              else []), ""]
+            *(["from unittest import mock"] if restart or fails
+              or scen.operation.name == "resize" else []), ""]
     if restart:
         body += ["from oslo_concurrency import lockutils", ""]
+    if fails:
+        body += recreate_failure.imports(rec)
     if rec.boundary.kind == "rpc" and not restart:  # its method is called as it was
         body.append(f"from {rec.boundary.module_path} import rpcapi as "
                     f"{rec.boundary.alias}")
@@ -61,19 +66,23 @@ def module(rec, scen, run, fixed: bool) -> str:
              "from nova.tests.functional.libvirt import base", "", "",
              "# name: (cells, cores per cell, threads, memory KiB, per cell pages)",
              *_hosts_lines(_hosts(scen)), *(["#: migration statuses no longer in progress",
-                                            *_done_lines()] if restart else []),
+                                            *_done_lines()]
+                                           if restart or rec.recovery is not None else []),
              *(["#: what the save the fault strikes at sets",
                 f"SAVING = {_fmt(dict(rec.boundary.when), 9)}"]
                if rec.boundary.kind == "save" else []),
              "", "",
              *_head(rec, scen, run)]
-    if restart:
-        body += _move_left_helper() + (_guests_helper() if rec.guests else [])
+    if restart or rec.recovery is not None:
+        body += _move_left_helper()
+    if rec.guests:
+        body += _guests_helper()
     body += [f"    def {rec.test_method}(self):", *_flavors_and_boots(scen),
              *_check("boot", rec, fixed)]
     op = scen.operation.name
     evacuate = op == "evacuate"
     body += (_evacuate_restart_body if restart and evacuate else _restart_body if restart
+             else recreate_failure.body if fails
              else _uninjected_body if rec.boundary.kind == "none"
              else _live_body if live else _evacuate_body if evacuate
              else _periodic_body)(rec, scen, fixed)
@@ -94,7 +103,9 @@ def _head(rec, scen, run) -> list:
             '    """', "",
             "    microversion = 'latest'", "    ADMIN_API = True",
             *(["    # the dying compute's call never returns: no caller may wait on it",
-               "    CAST_AS_CALL = False"] if rec.boundary.kill else []), "",
+               "    CAST_AS_CALL = False"] if rec.boundary.kill else
+              ["    # a failure reaches the handlers it reaches in production only",
+               "    CAST_AS_CALL = False"] if rec.boundary.fails else []), "",
             "    def setUp(self):", "        super().setUp()",
             f"        self.flags(cpu_dedicated_set='{_cpu_set(scen.cpu_sets.dedicated)}',",
             f"                   cpu_shared_set='{_cpu_set(scen.cpu_sets.shared)}',",
@@ -550,6 +561,7 @@ def _first_lines(text: str, most: int) -> str:
 
 
 def _docstring(rec, run) -> list:
+    from harness.upstream import recreate_failure
     cause, b = rec.cause, rec.boundary
     if b.kind == "none":
         how = (f"Nothing is injected: the servers are deleted as soon as the "
@@ -565,6 +577,7 @@ def _docstring(rec, run) -> list:
            + ", and the stub never returns, as in Nova's test_init_host; the state above "
            "holds then."
            if b.kill else
+           recreate_failure.docstring_how(rec) if b.fails else
            f"The periodic runs on {' and '.join(rec.struck_roles(run))} in a stub of "
            f"{what}, {when} {rec.caller}{'' if b.after else ' makes that call'}, which is "
            "when the state above holds.")
