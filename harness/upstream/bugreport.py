@@ -161,6 +161,9 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
                   f"{'set' if rec.recovery[1] else 'gone'}, migration "
                   f"{'still in progress' if rec.recovery[2] else 'over'} (expected: no task "
                   "state, no migration context, no migration in progress)"]
+    if rec.errored:
+        lines += [f"- after the failure, the server is {rec.status} while its guest runs "
+                  f"untouched on {rec.hosts.get('source', '?')} (expected: ACTIVE)"]
     if windows:
         lines += ["", "Window: the calls of the move at which a periodic meets the condition "
                   "(a campaign striking at every call):"]

@@ -91,6 +91,7 @@ class Recreate:
     status: str        # the server's status after the ending (a failure's: where it rests)
     task_state: str | None = None  # a failure's: the task state the server rests in
     event: tuple | None = None  # a failure's: the last action event to finish (_settled)
+    errored: bool = False  # a failure's: the server is in ERROR, its guest untouched
     guests: dict = dataclasses.field(default_factory=dict)  # host -> domains left
     undeletable: tuple = ()  # servers whose delete failed on their compute
     #                                                 after the deletes (a restart's)
@@ -388,17 +389,19 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
     if fails and not run.recovery:
         raise UsageError(f"root cause {cause.name}: in {item.id} the move went on after the "
                          "failure; a recreate test fails a move so far")
-    if fails and scen.operation.name != "resize":
-        raise UsageError(f"root cause {cause.name}: a recreate test fails a call in a resize "
-                         f"or cold migration so far, not in {scen.operation.name}")
+    if fails and scen.operation.name not in ("resize", "live-migration"):
+        raise UsageError(f"root cause {cause.name}: a recreate test fails a call in a resize, "
+                         f"cold or live migration so far, not in {scen.operation.name}")
     found = steps(run, scen)
     logs = _log_expects(cause, record)
     after = "after the failure" if fails else "after the restart"
     server = scen.moves[0].server
     recovery = _recovery(record, server, after) if kill or fails else None
     guests = _guests_left(run) if kill or fails else {}
+    errored = any(f["check"] == "recovery" and f["where"] == f"server {server} vm_state {after}"
+                  for f in record.findings) if fails else False
     if (all(seen == want for _, seen, want in found) and not logs and recovery is None
-            and not guests):
+            and not guests and not errored):
         raise UsageError(f"root cause {cause.name}: its effect in {item.id} does not show in a "
                          "recreate test's terms (per-host counts, placement usages, the log)")
     if kill and not any(step == "restart" for step, _, _ in found):
@@ -411,7 +414,8 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
     status, task, event = (getattr(run, "statuses", {}).get(server, ("ACTIVE", None, None))
                            if fails else (_status(record, server), None, None))
     rec = Recreate(cause, item, record, boundary, found, roles, logs,
-                   recovery, in_ending, status, task_state=task, event=event, guests=guests,
+                   recovery, in_ending, status, task_state=task, event=event,
+                   errored=errored, guests=guests,
                    undeletable=_undeletable(record, scen, after) if kill or fails else ())
     rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")
     rec.text, rec.fixed_text = (recreate_render.module(rec, scen, run, fixed)
@@ -496,9 +500,10 @@ def _recovery(record, server: str, after: str) -> tuple | None:
     if not left:
         return None
     task = left.get(f"server {server} task_state {after}")
-    return (task.strip("'") if isinstance(task, str) else task,
-            f"server {server} migration context {after}" in left,
-            f"server {server} migration status {after}" in left)
+    found = (task.strip("'") if isinstance(task, str) else task,
+             f"server {server} migration context {after}" in left,
+             f"server {server} migration status {after}" in left)
+    return None if found == (None, False, False) else found  # it left the server in ERROR
 
 
 def _guests_left(run) -> dict:
