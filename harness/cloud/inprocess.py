@@ -92,6 +92,7 @@ def _environment_class():
             # before any service starts: each servicegroup driver (the API's
             # controllers, the scheduler's filters) copies it when made
             self.flags(service_down_time=SERVICE_DOWN_TIME)
+            _configure_pci(self, self.harness_pci)
             super()._setup_services()
 
         def setUp(self):
@@ -112,6 +113,25 @@ def _environment_class():
 
     _ENV_CLASS = NovaEnvironment
     return _ENV_CLASS
+
+
+def _configure_pci(env, pci) -> None:
+    """``[pci]`` for a scenario whose hosts declare PCI devices (before any service
+    starts: the API reads the aliases, the scheduler its filters).
+
+    Cloud-wide, as the CPU sets: the in-process computes share one ``CONF``.
+    ``device_spec`` lists every declared vendor/product pair, so each host
+    tracks exactly the devices it declares; ``PciPassthroughFilter`` joins the
+    scheduler's filters; PCI in placement (``[pci] report_in_placement`` and
+    ``[filter_scheduler] pci_in_placement``) only if the scenario asks.
+    Without PCI nothing changes.
+    """
+    if pci is None:
+        return
+    env.ADDITIONAL_FILTERS = [*env.ADDITIONAL_FILTERS, "PciPassthroughFilter"]
+    env.flags(device_spec=list(pci.device_spec), alias=pci.alias_options(),
+              report_in_placement=pci.in_placement, group="pci")
+    env.flags(pci_in_placement=pci.in_placement, group="filter_scheduler")
 
 
 class Cloud(fixtures.Fixture):
@@ -146,6 +166,7 @@ class Cloud(fixtures.Fixture):
         env = _environment_class()("runTest")
         env.harness_topologies = {h.name: h for h in self.scenario.hosts}
         env.harness_dedicated = self.scenario.cpu_sets.dedicated
+        env.harness_pci = self.scenario.pci
         try:
             env.setUp()
         finally:
