@@ -5,9 +5,9 @@ cell; every device gets a stable address (bus ``0x81 + numa_node``, the
 next free slot in declaration order; a PF at function 0, its VFs at
 functions 1-7 of the same slot, as Nova's fake renders them) unless the
 declaration gives one. The cloud declares the ``[pci] alias`` entries
-flavors name and whether PCI is tracked in placement; ``[pci]
-device_spec`` is derived: every declared vendor/product pair. Validated
-eagerly, one line naming host and field.
+flavors name, whether PCI is tracked in placement and, optionally,
+``[pci] device_spec`` (by default every declared vendor/product pair).
+Validated eagerly, one line naming host and field.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ _ADDRESS = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2})
 _DEVICE_KEYS = {"type", "numa_node", "vendor_id", "product_id", "vfs", "vf_product_id",
                 "count", "address"}
 _ALIAS_KEYS = {"vendor_id", "product_id", "device_type", "numa_policy"}
-_CLOUD_KEYS = {"alias", "in_placement"}
+_CLOUD_KEYS = {"alias", "in_placement", "device_spec"}
+_SPEC_KEYS = {"vendor_id", "product_id"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,9 +215,49 @@ def pci_cloud_from_dict(raw, hosts, where: str = "cloud.pci") -> PciCloud | None
                    for d in declared):
             raise InvalidTopology(f"{at}: no host declares a {kind} {out['vendor_id']}:{out['product_id']}")
         aliases[name] = out
-    pairs = sorted({(d.vendor_id, d.product_id) for d in declared})
-    spec = tuple(json.dumps({"vendor_id": v, "product_id": p}) for v, p in pairs)
+    pairs = _device_spec(raw, hosts, in_placement, where)
+    for name, alias in aliases.items():
+        if (alias["vendor_id"], alias["product_id"]) not in pairs:
+            raise InvalidTopology(f"{where}.alias.{name}: device_spec leaves out "
+                                  f"{alias['vendor_id']}:{alias['product_id']}")
+    spec = tuple(json.dumps({"vendor_id": v, "product_id": p}) for v, p in sorted(pairs))
     return PciCloud(aliases, in_placement, spec)
+
+
+def _device_spec(raw: dict, hosts, in_placement: bool, where: str) -> set:
+    """The (vendor, product) pairs ``[pci] device_spec`` lists: the ``device_spec``
+    tables given, else every declared pair. With PCI in placement a list naming
+    both a PF and its VFs is refused here, as Nova would refuse the compute
+    (PlacementPciDependentDeviceException)."""
+    declared = [d for h in hosts for d in h.pci]
+    pairs = _listed(raw["device_spec"], declared, where) if "device_spec" in raw else {
+        (d.vendor_id, d.product_id) for d in declared}
+    for host in hosts if in_placement else ():
+        pair = {d.address: (d.vendor_id, d.product_id) for d in host.pci}
+        both = next((d for d in host.pci if d.kind == "VF" and pair[d.address] in pairs
+                     and pair[d.parent] in pairs), None)
+        if both is not None:
+            raise InvalidTopology(
+                f"{where}: with in_placement Nova tracks a PF or its VFs, not both: device_spec "
+                f"lists PF {':'.join(pair[both.parent])} and its VF {':'.join(pair[both.address])} "
+                f"(host {host.name!r})" + ("" if "device_spec" in raw else "; list device_spec"))
+    return pairs
+
+
+def _listed(entries, declared, where: str) -> set:
+    if not isinstance(entries, list) or not entries:
+        raise InvalidTopology(f"{where}: 'device_spec' must be a list of "
+                              "{vendor_id, product_id} tables")
+    pairs = set()
+    for i, entry in enumerate(entries):
+        at = f"{where}.device_spec[{i}]"
+        if not isinstance(entry, dict) or set(entry) != _SPEC_KEYS:
+            raise InvalidTopology(f"{at}: expected a table of exactly {sorted(_SPEC_KEYS)}")
+        pair = _hex4(entry, "vendor_id", at), _hex4(entry, "product_id", at)
+        if not any((d.vendor_id, d.product_id) == pair for d in declared):
+            raise InvalidTopology(f"{at}: no host declares a device {pair[0]}:{pair[1]}")
+        pairs.add(pair)
+    return pairs
 
 
 def flavor_aliases(extra_specs: dict) -> dict:

@@ -103,6 +103,9 @@ ALIASES = {"pfs": {"vendor_id": "8086", "product_id": "1528", "device_type": "PF
                    "numa_policy": "required"}}
 
 
+SPEC = {p: {"vendor_id": "8086", "product_id": p} for p in ("1515", "1528", "1533")}
+
+
 def test_cloud_pci_config_is_derived_and_declared():
     s = scenario.from_dict(scenario_dict({"alias": ALIASES}, {"pci_passthrough:alias": "vfs:1"}))
     assert [json.loads(x) for x in s.pci.device_spec] == [
@@ -112,8 +115,11 @@ def test_cloud_pci_config_is_derived_and_declared():
         {"vendor_id": "8086", "product_id": "1515", "device_type": "type-VF",
          "numa_policy": "required", "name": "vfs"}]
     assert s.pci.in_placement is False
-    assert scenario.from_dict(scenario_dict({"in_placement": True})).pci.in_placement is True
     assert scenario.from_dict(scenario_dict()).pci.aliases == {}  # devices, no table
+    listed = scenario.from_dict(scenario_dict({"in_placement": True, "device_spec": [
+        SPEC["1515"], SPEC["1533"]]})).pci  # the VFs, not their PF: placement takes it
+    assert [json.loads(x) for x in listed.device_spec] == [SPEC["1515"], SPEC["1533"]]
+    assert listed.in_placement is True
     assert scenario.from_dict(scenario_dict(pci_devices=())).pci is None  # as before PCI
 
 
@@ -124,6 +130,17 @@ def test_cloud_pci_config_is_derived_and_declared():
     ({"alias": {"x": {**ALIASES["pfs"], "numa_policy": "strict"}}}, "'numa_policy' must be one of"),
     ({"alias": {"x": {**ALIASES["pfs"], "vendor_id": "80860"}}}, "'vendor_id' must be 4 hex digits"),
     ({"in_placement": "yes"}, "cloud.pci: 'in_placement' must be true or false"),
+    ({"in_placement": True}, "cloud.pci: with in_placement Nova tracks a PF or its VFs, not both: "
+                             "device_spec lists PF 8086:1528 and its VF 8086:1515 (host 'host-a'); "
+                             "list device_spec"),
+    ({"in_placement": True, "device_spec": [SPEC["1528"], SPEC["1515"]]},
+     "device_spec lists PF 8086:1528 and its VF 8086:1515 (host 'host-a')"),
+    ({"device_spec": [SPEC["1528"]], "alias": ALIASES},
+     "cloud.pci.alias.vfs: device_spec leaves out 8086:1515"),
+    ({"device_spec": [{"vendor_id": "8086", "product_id": "0001"}]},
+     "cloud.pci.device_spec[0]: no host declares a device 8086:0001"),
+    ({"device_spec": [{"vendor_id": "8086"}]}, "cloud.pci.device_spec[0]: expected a table of exactly"),
+    ({"device_spec": []}, "cloud.pci: 'device_spec' must be a list"),
     ({"report": True}, "cloud.pci: unknown key(s) ['report']"),
 ])
 def test_malformed_cloud_pci_is_one_clear_line(cloud_pci, message):

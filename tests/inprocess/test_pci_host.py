@@ -85,15 +85,18 @@ def test_a_second_claim_is_a_libvirt_error(host, first, second, message):
         dom.create()  # free again: the same start succeeds
 
 
-def scenario():
+def scenario(in_placement=False):
     from harness import scenario as scenarios
+    pci = {"in_placement": in_placement, "alias": {
+        "vfs": {"vendor_id": "8086", "product_id": "1515", "device_type": "VF"},
+        "nic": {"vendor_id": "8086", "product_id": "1533", "device_type": "PCI"}}}
+    if in_placement:  # the VFs, not their PF
+        pci["device_spec"] = [{"vendor_id": "8086", "product_id": p} for p in ("1515", "1533")]
     hosts = [dict(HOST, name="host-a", cores=2),
              dict(HOST, name="host-b", cores=2, pci=[{**PF, "numa_node": 1}, {**NIC, "numa_node": 0}])]
     pinned = {"hw:cpu_policy": "dedicated"}
     return scenarios.from_dict({
-        "cloud": {"cpu_dedicated_set": "0-3", "pci": {"alias": {
-            "vfs": {"vendor_id": "8086", "product_id": "1515", "device_type": "VF"},
-            "nic": {"vendor_id": "8086", "product_id": "1533", "device_type": "PCI"}}}},
+        "cloud": {"cpu_dedicated_set": "0-3", "pci": pci},
         "hosts": hosts,
         "flavors": {"vf": {"vcpus": 1, "memory_mb": 256,
                            "extra_specs": {**pinned, "pci_passthrough:alias": "vfs:1"}},
@@ -103,15 +106,27 @@ def scenario():
                   {"op": "migrate", "server": "vm1", "host": "host-b"}]}, "pci.toml")
 
 
-def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova):
+def pci_usages(cloud) -> dict:
+    """Placement's usages of the PCI providers (``host_address``), by provider name."""
+    out = {}
+    for rp in cloud.env.placement.get("/resource_providers").body["resource_providers"]:
+        if "_" in rp["name"]:
+            usages = cloud.env.placement.get(f"/resource_providers/{rp['uuid']}/usages").body
+            out[rp["name"]] = {k: v for k, v in usages["usages"].items() if v}
+    return out
+
+
+@pytest.mark.parametrize("in_placement", [False, True])
+def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova, in_placement):
     """A pinned guest with a VF alias and one with a plain device on a two-cell
     host: Nova's PciDevice records, its resource tracker and the fake host name
-    the same device, instance and cell (legacy affinity: the guest's cell)."""
+    the same device, instance and cell (legacy affinity: the guest's cell); with
+    PCI in placement, the providers of those devices hold them there too."""
     from nova import context, objects
 
     from harness.cloud.inprocess import Cloud, deadline_guard
     ctx = context.get_admin_context()
-    with deadline_guard(180, lambda: "pci boot"), Cloud(scenario()) as cloud:
+    with deadline_guard(180, lambda: "pci boot"), Cloud(scenario(in_placement)) as cloud:
         cloud.boot("vm1", "vf", "host-a")
         cloud.boot("vm2", "nic", "host-a")
         fake = cloud.libvirt_host("host-a")
@@ -122,11 +137,13 @@ def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova):
         assert held == {vf: cloud.servers["vm1"], NIC_ADDR: cloud.servers["vm2"]}
         node = objects.ComputeNode.get_by_nodename(ctx, "host-a")
         db = {d.address: d for d in objects.PciDeviceList.get_by_compute_node(ctx, node.id)}
-        assert {a: (d.status, d.instance_uuid) for a, d in db.items()} == {
-            PF_ADDR: ("unavailable", None), ({VF1, VF2} - {vf}).pop(): ("available", None),
-            vf: ("allocated", cloud.servers["vm1"]), NIC_ADDR: ("allocated", cloud.servers["vm2"])}
+        tracked = {({VF1, VF2} - {vf}).pop(): ("available", None),
+                   vf: ("allocated", cloud.servers["vm1"]), NIC_ADDR: ("allocated", cloud.servers["vm2"])}
+        if not in_placement:  # there device_spec leaves the PF out
+            tracked[PF_ADDR] = ("unavailable", None)
+        assert {a: (d.status, d.instance_uuid) for a, d in db.items()} == tracked
         assert {a: d.numa_node for a, d in db.items()} == {
-            a: d["numa_node"] for a, d in fake.pci_truth().items()}
+            a: d["numa_node"] for a, d in fake.pci_truth().items() if a in tracked}
         tracker = cloud.compute("host-a").manager.rt.pci_tracker
         assert {d.address: d.instance_uuid for d in tracker.pci_devs if d.instance_uuid} == held
         for server, addr in (("vm1", vf), ("vm2", NIC_ADDR)):
@@ -135,5 +152,8 @@ def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova):
             cell = fake.pci_truth()[addr]["numa_node"]
             assert [c.id for c in guest.numa_topology.cells] == [cell]
             assert fake.ground_truth()[cell]["pci"] == {addr: guest.name}
+        want = {f"host-a_{PF_ADDR}": {"CUSTOM_PCI_8086_1515": 1},
+                f"host-a_{NIC_ADDR}": {"CUSTOM_PCI_8086_1533": 1}} if in_placement else {}
+        assert {n: u for n, u in pci_usages(cloud).items() if u} == want
         cloud.delete("vm1")
         assert fake.pci_truth()[vf]["held_by"] is None
