@@ -127,6 +127,10 @@ def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova, in_placement):
     from harness.cloud.inprocess import Cloud, deadline_guard
     ctx = context.get_admin_context()
     with deadline_guard(180, lambda: "pci boot"), Cloud(scenario(in_placement)) as cloud:
+        from nova import conf
+        assert "PciPassthroughFilter" in conf.CONF.filter_scheduler.enabled_filters
+        assert conf.CONF.filter_scheduler.pci_in_placement is conf.CONF.pci.report_in_placement \
+            is in_placement
         cloud.boot("vm1", "vf", "host-a")
         cloud.boot("vm2", "nic", "host-a")
         fake = cloud.libvirt_host("host-a")
@@ -157,3 +161,16 @@ def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova, in_placement):
         assert {n: u for n, u in pci_usages(cloud).items() if u} == want
         cloud.delete("vm1")
         assert fake.pci_truth()[vf]["held_by"] is None
+
+
+def test_a_scenario_without_pci_configures_none(nova):
+    from nova import conf
+
+    from harness import scenario as scenarios
+    from harness.cloud.inprocess import Cloud, deadline_guard
+    s = scenarios.load("pinned-hugepages")
+    assert s.pci is None and all(h.pci == () for h in s.hosts)
+    with deadline_guard(120, lambda: "no pci"), Cloud(s) as cloud:
+        assert "PciPassthroughFilter" not in conf.CONF.filter_scheduler.enabled_filters
+        assert conf.CONF.pci.device_spec == [] and conf.CONF.pci.alias == []
+        assert cloud.libvirt_host("host-a").listDevices("pci", 0) == {}.keys()
