@@ -6,7 +6,8 @@ next free slot in declaration order; a PF at function 0, its VFs at
 functions 1-7 of the same slot, as Nova's fake renders them) unless the
 declaration gives one. The cloud declares the ``[pci] alias`` entries
 flavors name, whether PCI is tracked in placement and, optionally,
-``[pci] device_spec`` (by default every declared vendor/product pair).
+``[pci] device_spec`` (by default every declared vendor/product pair),
+both also per host (``[cloud.pci.hosts.NAME]``).
 Validated eagerly, one line naming host and field.
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ _ADDRESS = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2})
 _DEVICE_KEYS = {"type", "numa_node", "vendor_id", "product_id", "vfs", "vf_product_id",
                 "count", "address"}
 _ALIAS_KEYS = {"vendor_id", "product_id", "device_type", "numa_policy"}
-_CLOUD_KEYS = {"alias", "in_placement", "device_spec"}
+_CLOUD_KEYS = {"alias", "in_placement", "device_spec", "hosts"}
+_HOST_KEYS = {"device_spec", "report_in_placement"}
 _SPEC_KEYS = {"vendor_id", "product_id"}
 
 
@@ -163,11 +165,14 @@ def devices_from_list(raw, ncells: int, where: str) -> tuple[PciDevice, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class PciCloud:
-    """The cloud-wide ``[pci]`` config: flavors' aliases, PCI in placement."""
+    """The ``[pci]`` config: flavors' aliases, PCI in placement, device_spec;
+    ``per_host``: a host's own ``[pci] device_spec`` and ``report_in_placement``
+    where its ``[cloud.pci.hosts.NAME]`` table gives them."""
 
     aliases: dict  # name -> {"vendor_id", "product_id", "device_type", ["numa_policy"]}
     in_placement: bool = False
-    device_spec: tuple = ()  # JSON strings, one per declared vendor/product pair
+    device_spec: tuple = ()  # JSON strings, one per vendor/product pair
+    per_host: dict = dataclasses.field(default_factory=dict)  # host -> {option: value}
 
     def alias_options(self) -> list:
         """``[pci] alias``: one JSON string per alias."""
@@ -215,36 +220,54 @@ def pci_cloud_from_dict(raw, hosts, where: str = "cloud.pci") -> PciCloud | None
                    for d in declared):
             raise InvalidTopology(f"{at}: no host declares a {kind} {out['vendor_id']}:{out['product_id']}")
         aliases[name] = out
-    pairs = _device_spec(raw, hosts, in_placement, where)
+    default = (_listed(raw["device_spec"], declared, where) if "device_spec" in raw
+               else {(d.vendor_id, d.product_id) for d in declared})
+    own_raw = raw.get("hosts", {})
+    if not isinstance(own_raw, dict) or set(own_raw) - {h.name for h in hosts}:
+        raise InvalidTopology(f"{where}: 'hosts' must be a table of [cloud.pci.hosts.NAME] tables, "
+                              f"NAME one of {sorted(h.name for h in hosts)}")
+    listed, per_host = set(), {}
+    for host in hosts:
+        own, at = own_raw.get(host.name, {}), f"{where}.hosts.{host.name}"
+        if not isinstance(own, dict) or set(own) - _HOST_KEYS:
+            raise InvalidTopology(f"{at}: expected a table of {sorted(_HOST_KEYS)}")
+        pairs = _listed(own["device_spec"], host.pci, at) if "device_spec" in own else default
+        report = own.get("report_in_placement", in_placement)
+        if not isinstance(report, bool):
+            raise InvalidTopology(f"{at}: 'report_in_placement' must be true or false")
+        if report:
+            _pf_or_vfs(host, pairs, at if own else where,
+                       "" if "device_spec" in own or "device_spec" in raw else "; list device_spec")
+        if own:
+            per_host[host.name] = {"device_spec": _json(pairs), "report_in_placement": report}
+        listed |= pairs
     for name, alias in aliases.items():
-        if (alias["vendor_id"], alias["product_id"]) not in pairs:
+        if (alias["vendor_id"], alias["product_id"]) not in listed:
             raise InvalidTopology(f"{where}.alias.{name}: device_spec leaves out "
                                   f"{alias['vendor_id']}:{alias['product_id']}")
-    spec = tuple(json.dumps({"vendor_id": v, "product_id": p}) for v, p in sorted(pairs))
-    return PciCloud(aliases, in_placement, spec)
+    return PciCloud(aliases, in_placement, tuple(_json(default)), per_host)
 
 
-def _device_spec(raw: dict, hosts, in_placement: bool, where: str) -> set:
-    """The (vendor, product) pairs ``[pci] device_spec`` lists: the ``device_spec``
-    tables given, else every declared pair. With PCI in placement a list naming
-    both a PF and its VFs is refused here, as Nova would refuse the compute
-    (PlacementPciDependentDeviceException)."""
-    declared = [d for h in hosts for d in h.pci]
-    pairs = _listed(raw["device_spec"], declared, where) if "device_spec" in raw else {
-        (d.vendor_id, d.product_id) for d in declared}
-    for host in hosts if in_placement else ():
-        pair = {d.address: (d.vendor_id, d.product_id) for d in host.pci}
-        both = next((d for d in host.pci if d.kind == "VF" and pair[d.address] in pairs
-                     and pair[d.parent] in pairs), None)
-        if both is not None:
-            raise InvalidTopology(
-                f"{where}: with in_placement Nova tracks a PF or its VFs, not both: device_spec "
-                f"lists PF {':'.join(pair[both.parent])} and its VF {':'.join(pair[both.address])} "
-                f"(host {host.name!r})" + ("" if "device_spec" in raw else "; list device_spec"))
-    return pairs
+def _json(pairs) -> list:
+    """``[pci] device_spec``: one JSON string per (vendor, product) pair."""
+    return [json.dumps({"vendor_id": v, "product_id": p}) for v, p in sorted(pairs)]
+
+
+def _pf_or_vfs(host, pairs: set, where: str, hint: str) -> None:
+    """Refuse a device_spec naming a PF and its VFs on a host that reports PCI in
+    placement, as Nova would refuse its compute (PlacementPciDependentDeviceException)."""
+    pair = {d.address: (d.vendor_id, d.product_id) for d in host.pci}
+    both = next((d for d in host.pci if d.kind == "VF" and pair[d.address] in pairs
+                 and pair[d.parent] in pairs), None)
+    if both is not None:
+        raise InvalidTopology(
+            f"{where}: with in_placement Nova tracks a PF or its VFs, not both: device_spec "
+            f"lists PF {':'.join(pair[both.parent])} and its VF {':'.join(pair[both.address])} "
+            f"(host {host.name!r}){hint}")
 
 
 def _listed(entries, declared, where: str) -> set:
+    """The (vendor, product) pairs of a ``device_spec`` list, each a declared one."""
     if not isinstance(entries, list) or not entries:
         raise InvalidTopology(f"{where}: 'device_spec' must be a list of "
                               "{vendor_id, product_id} tables")
@@ -255,7 +278,7 @@ def _listed(entries, declared, where: str) -> set:
             raise InvalidTopology(f"{at}: expected a table of exactly {sorted(_SPEC_KEYS)}")
         pair = _hex4(entry, "vendor_id", at), _hex4(entry, "product_id", at)
         if not any((d.vendor_id, d.product_id) == pair for d in declared):
-            raise InvalidTopology(f"{at}: no host declares a device {pair[0]}:{pair[1]}")
+            raise InvalidTopology(f"{at}: no device {pair[0]}:{pair[1]} is declared there")
         pairs.add(pair)
     return pairs
 

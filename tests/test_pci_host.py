@@ -119,7 +119,12 @@ def test_cloud_pci_config_is_derived_and_declared():
     listed = scenario.from_dict(scenario_dict({"in_placement": True, "device_spec": [
         SPEC["1515"], SPEC["1533"]]})).pci  # the VFs, not their PF: placement takes it
     assert [json.loads(x) for x in listed.device_spec] == [SPEC["1515"], SPEC["1533"]]
-    assert listed.in_placement is True
+    assert listed.in_placement is True and listed.per_host == {}
+    own = scenario.from_dict(scenario_dict({"hosts": {"host-b": {
+        "report_in_placement": True, "device_spec": [SPEC["1515"]]}}})).pci
+    assert own.per_host == {"host-b": {"device_spec": [json.dumps(SPEC["1515"])],
+                                       "report_in_placement": True}}
+    assert own.in_placement is False and len(own.device_spec) == 3  # the others' default
     assert scenario.from_dict(scenario_dict(pci_devices=())).pci is None  # as before PCI
 
 
@@ -138,7 +143,17 @@ def test_cloud_pci_config_is_derived_and_declared():
     ({"device_spec": [SPEC["1528"]], "alias": ALIASES},
      "cloud.pci.alias.vfs: device_spec leaves out 8086:1515"),
     ({"device_spec": [{"vendor_id": "8086", "product_id": "0001"}]},
-     "cloud.pci.device_spec[0]: no host declares a device 8086:0001"),
+     "cloud.pci.device_spec[0]: no device 8086:0001 is declared there"),
+    ({"hosts": {"host-c": {}}}, "cloud.pci: 'hosts' must be a table of [cloud.pci.hosts.NAME] tables, "
+                                "NAME one of ['host-a', 'host-b']"),
+    ({"hosts": {"host-b": {"in_placement": True}}}, "cloud.pci.hosts.host-b: expected a table of"),
+    ({"hosts": {"host-b": {"report_in_placement": 1}}},
+     "cloud.pci.hosts.host-b: 'report_in_placement' must be true or false"),
+    ({"hosts": {"host-b": {"report_in_placement": True}}},
+     "cloud.pci.hosts.host-b: with in_placement Nova tracks a PF or its VFs, not both: device_spec "
+     "lists PF 8086:1528 and its VF 8086:1515 (host 'host-b'); list device_spec"),
+    ({"hosts": {"host-b": {"device_spec": [{"vendor_id": "8086", "product_id": "0001"}]}}},
+     "cloud.pci.hosts.host-b.device_spec[0]: no device 8086:0001 is declared there"),
     ({"device_spec": [{"vendor_id": "8086"}]}, "cloud.pci.device_spec[0]: expected a table of exactly"),
     ({"device_spec": []}, "cloud.pci: 'device_spec' must be a list"),
     ({"report": True}, "cloud.pci: unknown key(s) ['report']"),

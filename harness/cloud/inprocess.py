@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import importlib
 import os
 import sys
 import time
@@ -34,7 +35,14 @@ PER_HOST = (
     ("nova.compute.manager.CONF.host, nova.virt.libvirt.driver.CONF.host",
      "answer the host whose compute code is running (e.g. confirm undefines the "
      "source domain only when instance.host != CONF.host)"),
+    ("[pci] device_spec, report_in_placement in those two and PCI_READERS",
+     "a host's own values where the scenario gives them ([cloud.pci.hosts.NAME])"),
 )
+#: the modules whose compute code reads a host's own ``[pci] device_spec`` or
+#: ``report_in_placement`` (with compute.manager and libvirt.driver, host-aware
+#: anyway): host-aware for them too when a scenario sets those per host
+PCI_READERS = ("nova.pci.manager", "nova.pci.stats", "nova.pci.devspec",
+               "nova.compute.pci_placement_translator")  # and the two above
 #: stubs inherited from Nova's ServersTestBase that the harness undoes
 UNSTUBBED = (
     ("Host.get_online_cpus", "answered by the fake host's own CPU map, not range(16)"),
@@ -100,9 +108,12 @@ def _environment_class():
             # the same stubs an exported regression test carries (harness.upstream)
             self.useFixture(prelude.HostStubs())
             from harness.cloud.hostctx import HostAwareConf
-            for module in ("nova.compute.manager", "nova.virt.libvirt.driver"):
-                conf = sys.modules[module].CONF
-                self.useFixture(fixtures.MonkeyPatch(f"{module}.CONF", HostAwareConf(conf)))
+            per_host = self.harness_pci.per_host if self.harness_pci else None
+            groups = {"pci": per_host} if per_host else None
+            for module in ("nova.compute.manager", "nova.virt.libvirt.driver",
+                           *(PCI_READERS if per_host else ())):
+                conf = importlib.import_module(module).CONF
+                self.useFixture(fixtures.MonkeyPatch(f"{module}.CONF", HostAwareConf(conf, groups)))
 
         def _get_connection(self, host_info=None, pci_info=None, mdev_info=None,
                             vdpa_info=None, libvirt_version=None, qemu_version=None,
@@ -119,11 +130,13 @@ def _configure_pci(env, pci) -> None:
     """``[pci]`` for a scenario whose hosts declare PCI devices (before any service
     starts: the API reads the aliases, the scheduler its filters).
 
-    Cloud-wide, as the CPU sets: the in-process computes share one ``CONF``.
-    ``device_spec`` lists every declared vendor/product pair, so each host
-    tracks exactly the devices it declares; ``PciPassthroughFilter`` joins the
-    scheduler's filters; PCI in placement (``[pci] report_in_placement`` and
-    ``[filter_scheduler] pci_in_placement``) only if the scenario asks.
+    The in-process services share one ``CONF``: these are the cloud-wide
+    values (by default ``device_spec`` lists every declared vendor/product
+    pair, so each host tracks exactly the devices it declares), which a
+    host's own ``device_spec`` / ``report_in_placement`` override for its
+    compute code (``PCI_READERS``, host-aware). ``PciPassthroughFilter`` joins
+    the scheduler's filters; PCI in placement (``[pci] report_in_placement``
+    and ``[filter_scheduler] pci_in_placement``) only if the scenario asks.
     Without PCI nothing changes.
     """
     if pci is None:

@@ -87,7 +87,12 @@ def test_a_second_claim_is_a_libvirt_error(host, first, second, message):
 
 def scenario(in_placement=False):
     from harness import scenario as scenarios
-    pci = {"in_placement": in_placement, "alias": {
+    return scenarios.from_dict(scenario_dict(in_placement), "pci.toml")
+
+
+def scenario_dict(in_placement=False, pci_hosts=None):
+    """host-a: PF (2 VFs) on cell 0, NIC on cell 1; host-b the other way round."""
+    pci = {"in_placement": in_placement, "hosts": pci_hosts or {}, "alias": {
         "vfs": {"vendor_id": "8086", "product_id": "1515", "device_type": "VF"},
         "nic": {"vendor_id": "8086", "product_id": "1533", "device_type": "PCI"}}}
     if in_placement:  # the VFs, not their PF
@@ -95,7 +100,7 @@ def scenario(in_placement=False):
     hosts = [dict(HOST, name="host-a", cores=2),
              dict(HOST, name="host-b", cores=2, pci=[{**PF, "numa_node": 1}, {**NIC, "numa_node": 0}])]
     pinned = {"hw:cpu_policy": "dedicated"}
-    return scenarios.from_dict({
+    return {
         "cloud": {"cpu_dedicated_set": "0-3", "pci": pci},
         "hosts": hosts,
         "flavors": {"vf": {"vcpus": 1, "memory_mb": 256,
@@ -103,7 +108,7 @@ def scenario(in_placement=False):
                     "nic": {"vcpus": 1, "memory_mb": 256,
                             "extra_specs": {**pinned, "pci_passthrough:alias": "nic:1"}}},
         "steps": [{"op": "boot", "server": "vm1", "flavor": "vf", "host": "host-a"},
-                  {"op": "migrate", "server": "vm1", "host": "host-b"}]}, "pci.toml")
+                  {"op": "migrate", "server": "vm1", "host": "host-b"}]}
 
 
 def pci_usages(cloud) -> dict:
@@ -161,6 +166,34 @@ def test_nova_and_the_fake_host_agree_on_what_a_guest_holds(nova, in_placement):
         assert {n: u for n, u in pci_usages(cloud).items() if u} == want
         cloud.delete("vm1")
         assert fake.pci_truth()[vf]["held_by"] is None
+
+
+def test_a_host_reads_its_own_pci_config(nova):
+    """host-b alone reports PCI in placement and leaves its PF out of device_spec;
+    host-a keeps the cloud's: each compute reads its own, the API and scheduler
+    the cloud's."""
+    from nova import conf, context, objects
+
+    from harness import scenario as scenarios
+    from harness.cloud.inprocess import Cloud, deadline_guard
+    own = {"report_in_placement": True,
+           "device_spec": [{"vendor_id": "8086", "product_id": p} for p in ("1515", "1533")]}
+    s = scenarios.from_dict(scenario_dict(pci_hosts={"host-b": own}), "pci.toml")
+    ctx = context.get_admin_context()
+    with deadline_guard(180, lambda: "per-host pci"), Cloud(s) as cloud:
+        assert conf.CONF.pci.report_in_placement is False and len(conf.CONF.pci.device_spec) == 3
+        cloud.boot("vm1", "vf", "host-b")
+        kinds = {}
+        for host in ("host-a", "host-b"):
+            node = objects.ComputeNode.get_by_nodename(ctx, host)
+            kinds[host] = sorted(d.dev_type for d in objects.PciDeviceList.get_by_compute_node(ctx, node.id))
+        assert kinds == {"host-a": ["type-PCI", "type-PF", "type-VF", "type-VF"],
+                         "host-b": ["type-PCI", "type-VF", "type-VF"]}
+        providers = pci_usages(cloud)
+        assert sorted(providers) == ["host-b_0000:81:00.0", "host-b_0000:82:00.0"]
+        assert providers["host-b_0000:82:00.0"] == {"CUSTOM_PCI_8086_1515": 1}  # its PF on cell 1
+        held = [a for a, d in cloud.libvirt_host("host-b").pci_truth().items() if d["held_by"]]
+        assert [cloud.libvirt_host("host-b").pci_truth()[a]["parent"] for a in held] == ["0000:82:00.0"]
 
 
 def test_a_scenario_without_pci_configures_none(nova):
