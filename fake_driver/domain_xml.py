@@ -2,8 +2,10 @@
 
 Reads the parts of the XML the real LibvirtDriver writes for NUMA guests:
 ``cputune/vcpupin`` (pinned pCPUs), ``cpu/numa/cell`` (guest cell memory),
-``numatune/memnode`` (guest cell -> host cell) and
-``memoryBacking/hugepages/page`` (page size per guest cell).
+``numatune/memnode`` (guest cell -> host cell),
+``memoryBacking/hugepages/page`` (page size per guest cell) and the PCI
+functions passed through: ``devices/hostdev`` (a PF or plain device, or a
+VF by flavor alias) and ``devices/interface type='hostdev'`` (a VF port).
 """
 from __future__ import annotations
 
@@ -25,13 +27,15 @@ class Claim:
     ``pages``: (host cell, page size KiB) -> number of pages, small (4 KiB)
     pages included: a NUMA guest's memory comes from its host cell either way;
     ``memory_kb``: host cell -> guest memory placed there;
-    ``shared``: host cell -> vCPUs there that float over the shared set.
+    ``shared``: host cell -> vCPUs there that float over the shared set;
+    ``pci``: the host PCI addresses (``0000:81:00.1``) passed through.
     """
 
     cpus: dict
     pages: dict
     memory_kb: dict = dataclasses.field(default_factory=dict)
     shared: dict = dataclasses.field(default_factory=dict)
+    pci: frozenset = frozenset()
 
 
 def _kib(value: str, unit: str | None) -> int:
@@ -88,4 +92,13 @@ def parse_claim(xml: str, dedicated: frozenset, cell_of) -> Claim:
         memory[cell] += kib
         shared[cell] += len(guest_vcpus[gcell] - exclusive)
     return Claim({c: frozenset(s) for c, s in cpus.items()}, dict(pages),
-                 dict(memory), {c: n for c, n in shared.items() if n})
+                 dict(memory), {c: n for c, n in shared.items() if n}, pci_addresses(root))
+
+
+def pci_addresses(root) -> frozenset:
+    """Host PCI addresses of the domain's ``<hostdev type='pci'>`` and
+    ``<interface type='hostdev'>`` sources (libvirt's hex attributes)."""
+    sources = (root.findall("./devices/hostdev[@type='pci']/source/address")
+               + root.findall("./devices/interface[@type='hostdev']/source/address"))
+    return frozenset("%04x:%02x:%02x.%x" % tuple(int(a.get(k) or "", 16) for k in (
+        "domain", "bus", "slot", "function")) for a in sources)

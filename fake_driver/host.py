@@ -2,9 +2,12 @@
 
 Nova's fake libvirt tracks which domains exist and run, but not what they
 occupy. :class:`FakeLibvirtHost` extends it: starting a domain claims the
-pCPUs and hugepages its XML asks for (refused with a libvirt-style error on
-conflict or exhaustion), stopping it releases exactly that claim, and
-:meth:`FakeLibvirtHost.ground_truth` answers per cell what is held and by whom.
+pCPUs, hugepages and PCI devices its XML asks for (refused with a
+libvirt-style error on conflict or exhaustion), stopping it releases exactly
+that claim, and :meth:`FakeLibvirtHost.ground_truth` answers per cell what is
+held and by whom (:meth:`FakeLibvirtHost.pci_truth`: per PCI device). The
+PCI devices the topology declares are Nova's own fake ones
+(``HostPCIDevicesInfo``), which the LibvirtDriver reads as node devices.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from nova.virt.libvirt import config as vconfig
 
 from fake_driver import migration
 from fake_driver.domain_xml import Claim, parse_claim
+from fake_driver.pci import split_address
 from fake_driver.topology import HostTopology, format_cpu_set
 
 _CREATION_TIME = re.compile(r"<nova:creationTime>[^<]*</nova:creationTime>")
@@ -59,8 +63,28 @@ def host_info(topo: HostTopology) -> fakelibvirt.HostInfo:
     return info
 
 
+#: iommu group of a host's first PCI device (Nova's fake starts at 40 too)
+FIRST_IOMMU_GROUP = 40
+
+
+def pci_info(topo: HostTopology) -> fakelibvirt.HostPCIDevicesInfo:
+    """Nova's fake PCI devices for the topology's declared ones (none: an empty set)."""
+    info = fakelibvirt.HostPCIDevicesInfo(num_pci=0, num_pfs=0, num_vfs=0)
+    vfs = {pf: sum(1 for d in topo.pci if d.parent == pf) for pf in (d.address for d in topo.pci)}
+    for group, dev in enumerate(topo.pci, FIRST_IOMMU_GROUP):
+        bus, slot, function = dev.bus_slot_function
+        # a VF's vf_ratio only places its PF's slot (slot - (vf_ratio + 1) // 8 in
+        # Nova's fake): 0 keeps it in the VF's own slot, where fake_driver.pci puts it
+        ratio = {"PF": vfs[dev.address], "VF": 0}.get(dev.kind)
+        parent = split_address(dev.parent) if dev.parent else None
+        info.add_device(dev_type=dev.kind, bus=bus, slot=slot, function=function,
+                        iommu_group=group, numa_node=dev.numa_node, vf_ratio=ratio,
+                        parent=parent, vend_id=dev.vendor_id, prod_id=dev.product_id)
+    return info
+
+
 class FakeDomain(fakelibvirt.Domain):
-    """A domain that claims its pCPUs and hugepages while it runs."""
+    """A domain that claims its pCPUs, hugepages and PCI devices while it runs."""
 
     def __init__(self, connection, xml, running=False, transient=False):
         self.raw_xml = xml  # the fake re-renders XMLDesc; keep what Nova wrote
@@ -113,6 +137,8 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         self.peers[topology.name] = self
         self.job_outcome = "complete"  # how live migrations from here end (fake_driver.migration)
         self.on_job_settle = None  # called as a job from here is about to end
+        self.pci_devices = {d.address: d for d in topology.pci}
+        kwargs.setdefault("pci_info", pci_info(topology))
         super().__init__('qemu:///system', host_info=host_info(topology),
                          hostname=topology.name, **kwargs)
 
@@ -147,7 +173,26 @@ class FakeLibvirtHost(fakelibvirt.Connection):
                 raise _error(
                     f"host {self.topology.name}: cannot start domain '{name}': needs {count} "
                     f"{size} KiB pages on cell {cell}, {free} of {total} free")
+        self._check_pci(name, dom.claim.pci)
         self._held[name] = (dom, dom.claim)
+
+    def _check_pci(self, name: str, addresses) -> None:
+        """Refuse, like libvirt, a device the host lacks or another domain holds;
+        a PF and its VFs exclude each other (a PF given to a guest takes its VFs)."""
+        held = self.pci_held_by()
+        for addr in sorted(addresses):
+            dev = self.pci_devices.get(addr)
+            if dev is None:
+                raise _error(f"host {self.topology.name}: cannot start domain '{name}': "
+                             f"PCI device {addr} not found", fakelibvirt.VIR_ERR_NO_NODE_DEVICE)
+            related = [(addr, "")] + ([(dev.parent, f" (its PF {dev.parent})")] if dev.parent else [])
+            related += [(d.address, f" (its VF {d.address})") for d in self.pci_devices.values()
+                        if d.parent == addr]
+            for other, why in related:
+                if held.get(other, name) != name:
+                    raise _error(f"host {self.topology.name}: cannot start domain '{name}': PCI "
+                                 f"device {addr} is in use{why} by domain '{held[other]}'",
+                                 fakelibvirt.VIR_ERR_OPERATION_INVALID)
 
     def _mark_not_running(self, dom):
         held = self._held.get(dom.name())
@@ -187,6 +232,19 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         return {cpu: name for name, (_, claim) in self._held.items()
                 for cpus in claim.cpus.values() for cpu in cpus}
 
+    def pci_held_by(self) -> dict:
+        """PCI address -> name of the running domain that holds the device."""
+        return {addr: name for name, (_, claim) in self._held.items() for addr in claim.pci}
+
+    def pci_truth(self) -> dict:
+        """Per declared PCI device: what it is, its cell, and the running domain
+        holding it (None: free). ``{address: {"kind", "vendor_id", "product_id",
+        "numa_node", "parent", "held_by"}}``"""
+        held = self.pci_held_by()
+        return {addr: {"kind": d.kind, "vendor_id": d.vendor_id, "product_id": d.product_id,
+                       "numa_node": d.numa_node, "parent": d.parent, "held_by": held.get(addr)}
+                for addr, d in sorted(self.pci_devices.items())}
+
     def pages_used(self) -> collections.Counter:
         used = collections.Counter()
         for _, claim in self._held.values():
@@ -197,10 +255,13 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         """Per cell: pinned pCPUs and hugepages used per size, by running domain.
 
         ``{cell: {"cpus": frozenset, "pages": {size_kb: n}, "memory_kb": n,
-        "shared": n, "by_domain": {name: {the same, for that domain}}}}``; pages
-        include small (4 KiB) ones, ``shared`` counts floating vCPUs
+        "shared": n, "pci": {address: domain}, "by_domain": {name: {the same,
+        for that domain; "pci" a frozenset of addresses}}}}``; pages include
+        small (4 KiB) ones, ``shared`` counts floating vCPUs, ``pci`` the
+        devices of the cell's ``numa_node``
         """
-        return _per_cell(self.topology, {n: c for n, (_, c) in self._held.items()})
+        return _per_cell(self.topology, {n: c for n, (_, c) in self._held.items()},
+                         self.pci_devices)
 
     def defined_claims(self) -> dict:
         """Per cell, what every *defined* domain would hold if started.
@@ -209,7 +270,7 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         its resource tracker must keep reserved for a revert.
         """
         return _per_cell(self.topology, {d.name(): d.claim for d in self._vms.values()
-                                         if isinstance(d, FakeDomain)})
+                                         if isinstance(d, FakeDomain)}, self.pci_devices)
 
     def state(self) -> dict:
         """Every domain as plain data: its XML (but the wall-clock time Nova wrote in
@@ -236,7 +297,7 @@ def _name_of(xml: str) -> str:
     return ET.fromstring(xml).findtext("name", "?")
 
 
-def _per_cell(topo: HostTopology, claims: dict) -> dict:
+def _per_cell(topo: HostTopology, claims: dict, devices: dict) -> dict:
     out = {}
     for cell in topo.cells:
         by_domain = {}
@@ -244,8 +305,10 @@ def _per_cell(topo: HostTopology, claims: dict) -> dict:
             held = {"cpus": claim.cpus.get(cell.id, frozenset()),
                     "pages": {size: n for (c, size), n in claim.pages.items() if c == cell.id and n},
                     "memory_kb": claim.memory_kb.get(cell.id, 0),
-                    "shared": claim.shared.get(cell.id, 0)}
-            if held["cpus"] or held["pages"] or held["memory_kb"] or held["shared"]:
+                    "shared": claim.shared.get(cell.id, 0),
+                    "pci": frozenset(a for a in claim.pci
+                                     if a in devices and devices[a].numa_node == cell.id)}
+            if any(held.values()):
                 by_domain[name] = held
         pages = collections.Counter()
         for held in by_domain.values():
@@ -255,6 +318,7 @@ def _per_cell(topo: HostTopology, claims: dict) -> dict:
             "pages": dict(pages),
             "memory_kb": sum(h["memory_kb"] for h in by_domain.values()),
             "shared": sum(h["shared"] for h in by_domain.values()),
+            "pci": {a: n for n, h in by_domain.items() for a in sorted(h["pci"])},
             "by_domain": by_domain,
         }
     return out

@@ -1,4 +1,5 @@
-"""Declarative host topology: NUMA cells, CPUs, dedicated/shared sets, hugepages.
+"""Declarative host topology: NUMA cells, CPUs, dedicated/shared sets, hugepages,
+PCI devices (:mod:`fake_driver.pci`).
 
 Pure data with eager validation, so a malformed topology is refused with one
 line naming the host and field before Nova is even imported.
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from fake_driver.pci import devices_from_list
 from harness.errors import InvalidTopology
 
 #: page sizes (KiB) a topology may declare pools for, by their TOML names
@@ -71,6 +73,7 @@ class HostTopology:
     cores: int
     threads: int
     cells: tuple[Cell, ...]
+    pci: tuple = ()  # fake_driver.pci.PciDevice, by address
 
     @property
     def cpus(self) -> frozenset:
@@ -92,7 +95,7 @@ class HostTopology:
 
 
 _HOST_KEYS = {"name", "cells", "sockets", "cores", "threads", "memory_mb",
-              "hugepages"}
+              "hugepages", "pci"}
 
 
 def _int(raw: dict, key: str, where: str, default=None, minimum=1) -> int:
@@ -109,7 +112,8 @@ def host_from_dict(raw: dict, where: str = "host") -> HostTopology:
     Keys: ``name``, ``cells``, ``sockets`` (per cell), ``cores`` (per
     socket), ``threads`` (per core), ``memory_mb`` (per cell) and
     ``hugepages``: a table
-    of page size (``"2M"``/``"1G"``) to a list of page counts, one per cell.
+    of page size (``"2M"``/``"1G"``) to a list of page counts, one per cell;
+    ``pci``: a list of device tables (:func:`fake_driver.pci.devices_from_list`).
     """
     if not isinstance(raw, dict):
         raise InvalidTopology(f"{where}: expected a table, got {raw!r}")
@@ -151,7 +155,8 @@ def host_from_dict(raw: dict, where: str = "host") -> HostTopology:
             raise InvalidTopology(
                 f"{where}: cell {cell_id} hugepages need {huge_mb} MiB but the cell has {memory_mb} MiB")
         cells.append(Cell(cell_id, cpus, memory_mb, pages))
-    return HostTopology(name, sockets, cores, threads, tuple(cells))
+    pci = devices_from_list(raw.get("pci", []), ncells, where)
+    return HostTopology(name, sockets, cores, threads, tuple(cells), pci)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ import dataclasses
 import os
 import tomllib
 
+from fake_driver.pci import PciCloud, flavor_aliases, pci_cloud_from_dict
 from fake_driver.topology import (PAGE_SIZES_KB, CpuSets, HostTopology,
                                   cpu_sets_from_dict, host_from_dict, parse_cpu_set)
 from harness.errors import InvalidScenario, UnknownChoice
@@ -107,6 +108,7 @@ class Scenario:
     steps: tuple[Step, ...]
     endings: tuple[str, ...]
     allow_same_host: bool = False
+    pci: PciCloud | None = None  # None: no host declares PCI devices
 
     def host(self, name: str) -> HostTopology:
         return next(h for h in self.hosts if h.name == name)
@@ -304,6 +306,7 @@ def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
     if len(hosts) == 1 and not same_host:
         raise InvalidScenario(f"{base}: hosts: a move needs two [[hosts]], or one with "
                               "cloud.allow_resize_to_same_host = true")
+    pci = pci_cloud_from_dict(cloud.pop("pci", None), hosts, f"{base}: cloud.pci")
     cpu_sets = cpu_sets_from_dict(cloud, hosts, f"{base}: cloud")
     flavors_raw = raw.get("flavors")
     if not isinstance(flavors_raw, dict) or not flavors_raw:
@@ -311,6 +314,10 @@ def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
     flavors = {n: _flavor(n, f, path) for n, f in flavors_raw.items()}
     for flavor in flavors.values():
         _policy(flavor, _where(path, "flavors", flavor.name))
+        for alias in flavor_aliases(flavor.extra_specs):
+            if alias not in (pci.aliases if pci else {}):
+                raise UnknownChoice(f"pci_passthrough:alias in {_where(path, 'flavors', flavor.name)}",
+                                    alias, pci.aliases if pci else {})
         reasons = {h.name: fits(flavor, h, cpu_sets) for h in hosts}
         if all(reasons.values()):
             detail = "; ".join(f"{h}: {r}" for h, r in reasons.items())
@@ -327,4 +334,4 @@ def from_dict(raw: dict, path: str = "<scenario>") -> Scenario:
         if ending not in own:
             raise UnknownChoice(f"ending in {base}", ending, own)
     return Scenario(name, raw.get("description", ""), path, cpu_sets, hosts, flavors,
-                    steps, endings, same_host)
+                    steps, endings, same_host, pci)

@@ -59,12 +59,33 @@ def current_host(frame=None, depth: int = 80) -> str | None:
 
 
 class HostAwareConf:
-    """A proxy of oslo.config's CONF whose ``host`` is the current compute's."""
+    """A proxy of oslo.config's CONF whose ``host`` is the current compute's.
 
-    def __init__(self, conf):
+    ``groups`` (group name -> host -> option -> value) answers those options
+    as that host's own config would, when its compute code reads them; any
+    other code (the API, the scheduler) reads the shared value.
+    """
+
+    def __init__(self, conf, groups=None):
         object.__setattr__(self, "_conf", conf)
+        object.__setattr__(self, "_groups", groups or {})
 
     def __getattr__(self, name):
         if name == "host":
             return current_host(sys._getframe(1)) or self._conf.host
+        per_host = self._groups.get(name)
+        if per_host:
+            own = per_host.get(current_host(sys._getframe(1)))
+            if own:
+                return _GroupView(getattr(self._conf, name), own)
         return getattr(self._conf, name)
+
+
+class _GroupView:
+    """An oslo.config group with some options answered from ``own``."""
+
+    def __init__(self, group, own: dict):
+        self._group, self._own = group, own
+
+    def __getattr__(self, name):
+        return self._own[name] if name in self._own else getattr(self._group, name)

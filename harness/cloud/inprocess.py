@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import importlib
 import os
 import sys
 import time
@@ -34,7 +35,14 @@ PER_HOST = (
     ("nova.compute.manager.CONF.host, nova.virt.libvirt.driver.CONF.host",
      "answer the host whose compute code is running (e.g. confirm undefines the "
      "source domain only when instance.host != CONF.host)"),
+    ("[pci] device_spec, report_in_placement in those two and PCI_READERS",
+     "a host's own values where the scenario gives them ([cloud.pci.hosts.NAME])"),
 )
+#: the modules whose compute code reads a host's own ``[pci] device_spec`` or
+#: ``report_in_placement`` (with compute.manager and libvirt.driver, host-aware
+#: anyway): host-aware for them too when a scenario sets those per host
+PCI_READERS = ("nova.pci.manager", "nova.pci.stats", "nova.pci.devspec",
+               "nova.compute.pci_placement_translator")  # and the two above
 #: stubs inherited from Nova's ServersTestBase that the harness undoes
 UNSTUBBED = (
     ("Host.get_online_cpus", "answered by the fake host's own CPU map, not range(16)"),
@@ -92,6 +100,7 @@ def _environment_class():
             # before any service starts: each servicegroup driver (the API's
             # controllers, the scheduler's filters) copies it when made
             self.flags(service_down_time=SERVICE_DOWN_TIME)
+            _configure_pci(self, self.harness_pci)
             super()._setup_services()
 
         def setUp(self):
@@ -99,9 +108,12 @@ def _environment_class():
             # the same stubs an exported regression test carries (harness.upstream)
             self.useFixture(prelude.HostStubs())
             from harness.cloud.hostctx import HostAwareConf
-            for module in ("nova.compute.manager", "nova.virt.libvirt.driver"):
-                conf = sys.modules[module].CONF
-                self.useFixture(fixtures.MonkeyPatch(f"{module}.CONF", HostAwareConf(conf)))
+            per_host = self.harness_pci.per_host if self.harness_pci else None
+            groups = {"pci": per_host} if per_host else None
+            for module in ("nova.compute.manager", "nova.virt.libvirt.driver",
+                           *(PCI_READERS if per_host else ())):
+                conf = importlib.import_module(module).CONF
+                self.useFixture(fixtures.MonkeyPatch(f"{module}.CONF", HostAwareConf(conf, groups)))
 
         def _get_connection(self, host_info=None, pci_info=None, mdev_info=None,
                             vdpa_info=None, libvirt_version=None, qemu_version=None,
@@ -112,6 +124,27 @@ def _environment_class():
 
     _ENV_CLASS = NovaEnvironment
     return _ENV_CLASS
+
+
+def _configure_pci(env, pci) -> None:
+    """``[pci]`` for a scenario whose hosts declare PCI devices (before any service
+    starts: the API reads the aliases, the scheduler its filters).
+
+    The in-process services share one ``CONF``: these are the cloud-wide
+    values (by default ``device_spec`` lists every declared vendor/product
+    pair, so each host tracks exactly the devices it declares), which a
+    host's own ``device_spec`` / ``report_in_placement`` override for its
+    compute code (``PCI_READERS``, host-aware). ``PciPassthroughFilter`` joins
+    the scheduler's filters; PCI in placement (``[pci] report_in_placement``
+    and ``[filter_scheduler] pci_in_placement``) only if the scenario asks.
+    Without PCI nothing changes.
+    """
+    if pci is None:
+        return
+    env.ADDITIONAL_FILTERS = [*env.ADDITIONAL_FILTERS, "PciPassthroughFilter"]
+    env.flags(device_spec=list(pci.device_spec), alias=pci.alias_options(),
+              report_in_placement=pci.in_placement, group="pci")
+    env.flags(pci_in_placement=pci.in_placement, group="filter_scheduler")
 
 
 class Cloud(fixtures.Fixture):
@@ -146,6 +179,7 @@ class Cloud(fixtures.Fixture):
         env = _environment_class()("runTest")
         env.harness_topologies = {h.name: h for h in self.scenario.hosts}
         env.harness_dedicated = self.scenario.cpu_sets.dedicated
+        env.harness_pci = self.scenario.pci
         try:
             env.setUp()
         finally:

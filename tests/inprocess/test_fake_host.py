@@ -31,7 +31,8 @@ def test_running_domain_holds_exactly_its_claim(host):
     truth = host.ground_truth()
     assert truth[1]["cpus"] == {2, 3} and truth[1]["pages"] == {2048: 256}
     assert truth[1]["by_domain"] == {"a": {"cpus": frozenset({2, 3}), "pages": {2048: 256},
-                                           "memory_kb": 524288, "shared": 0}}
+                                           "memory_kb": 524288, "shared": 0,
+                                           "pci": frozenset()}}
     assert truth[0]["cpus"] == frozenset() and truth[0]["pages"] == {}
     dom.destroy()
     assert host.ground_truth()[1]["cpus"] == frozenset()
@@ -121,7 +122,8 @@ def test_a_migration_job_holds_both_hosts_until_it_completes(pair, nova):
     migrate(dom, [0, 1])
     assert a.ground_truth()[1]["cpus"] == {2, 3}
     assert b.ground_truth()[0]["by_domain"]["g"] == {
-        "cpus": frozenset({0, 1}), "pages": {2048: 256}, "memory_kb": 524288, "shared": 0}
+        "cpus": frozenset({0, 1}), "pages": {2048: 256}, "memory_kb": 524288, "shared": 0,
+        "pci": frozenset()}
     assert dom.jobStats()["type"] == fakelibvirt.VIR_DOMAIN_JOB_COMPLETED
     assert a.ground_truth()[1]["by_domain"] == {} and "g" not in a._vms  # stopped, undefined
     assert b.ground_truth()[0]["cpus"] == {0, 1}
