@@ -54,10 +54,13 @@ def docstring_how(rec) -> str:
 
 def _stub(rec) -> list:
     """``fail``: the patch that fails the call, entered around the step making it."""
+    from harness.upstream import recreate_render as r
     b = rec.boundary
     if b.kind == "driver":
+        target = f"            self.computes[{rec.caller!r}].driver, {b.method!r},"
         return ["        fail = mock.patch.object(",
-                f"            self.computes[{rec.caller!r}].driver, {b.method!r},",
+                *(r._fit(target, f"            self.computes[{rec.caller!r}].driver,\n"
+                                 f"            {b.method!r},")),
                 "            side_effect=fakelibvirt.make_libvirtError(",
                 "                fakelibvirt.libvirtError,",
                 f"                'internal error: {b.method} failed',",
@@ -67,14 +70,14 @@ def _stub(rec) -> list:
         return [f"        fail = mock.patch(\n            '{b.path}')  # the cast is lost"]
     if b.fails == "lost-call":
         return [f"        fail = mock.patch(\n            '{b.path}',",
-                f"            side_effect=messaging.MessagingTimeout('{b.method} lost'))"]
+                "            side_effect=messaging.MessagingTimeout('lost'))"]
     return ["        call = " + f"{b.alias}.{b.owner}.{b.method}", "",
             "        def reply_lost(*args, **kwargs):",
             "            try:",
             "                call(*args, **kwargs)",
             "            except Exception:",
             "                pass  # its error went with its reply",
-            f"            raise messaging.MessagingTimeout('{b.method} reply lost')", "",
+            "            raise messaging.MessagingTimeout('reply lost')", "",
             f"        fail = mock.patch(\n            '{b.path}',\n            reply_lost)"]
 
 
@@ -86,7 +89,9 @@ def _settle(rec, server: str, fixed: bool) -> list:
     if rec.event and not fixed:  # the step that met the failure is over
         action, event, result = rec.event
         wait = ["            self._wait_for_instance_action_event(",
-                f"                {server}, {action!r}, {event!r}, {result!r})"]
+                *r._fit(f"                {server}, {action!r}, {event!r}, {result!r})",
+                        f"                {server}, {action!r},\n"
+                        f"                {event!r}, {result!r})")]
     want = ("{'OS-EXT-STS:task_state': None}" if fixed else
             f"{{'status': {rec.status!r}, 'OS-EXT-STS:task_state': {rec.task_state!r}}}")
     line = f"                {server}, {want})"
