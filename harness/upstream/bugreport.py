@@ -115,7 +115,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
         f"Where in Nova: {cause.nova}",
         "",
         ("When: a compute dies (and is restarted) while, for the moving server:" if kill else
-         f"When: {recreate_failure.what(rec)} fails while, for the moving server:" if fails else
+         f"When: {recreate_failure.what(rec)} {recreate_failure.VERB[fails]} while, for the "
+         "moving server:" if fails else
          "When: the server is deleted while, with no periodic since its move ended:" if own else
          "When: update_available_resource runs while, for the moving server:"),
         *condition,

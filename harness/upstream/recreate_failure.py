@@ -23,6 +23,11 @@ EFFECT = {
 }
 
 
+#: what happens to the call, as a bug text's "When:" says it
+VERB = {"libvirt": "fails", "lost-call": "is lost (its caller times out)",
+        "lost-cast": "is lost", "reply": "loses its reply"}
+
+
 def imports(rec) -> list:
     return ["import oslo_messaging as messaging", ""] if rec.boundary.kind == "rpc" else []
 
