@@ -92,6 +92,7 @@ class Recreate:
     task_state: str | None = None  # a failure's: the task state the server rests in
     event: tuple | None = None  # a failure's: the last action event to finish (_settled)
     errored: bool = False  # a failure's: the server is in ERROR, its guest untouched
+    fault: bool = False  # a failure's: the API shows the server's fault
     guests: dict = dataclasses.field(default_factory=dict)  # host -> domains left
     undeletable: tuple = ()  # servers whose delete failed on their compute
     #                                                 after the deletes (a restart's)
@@ -219,9 +220,10 @@ def candidates(item: Item, trace: list) -> list:
 
 def _settled(server: dict) -> tuple:
     """Where a failed move rests: the server's (status, task state) as the API shows
-    them, and the last instance action event to finish, as ``(action, event,
-    result)`` -- the compute's step that met the failure (or sent the lost message)
-    is over once it has finished."""
+    them, the last instance action event to finish, as ``(action, event, result)``
+    -- the compute's step that met the failure (or sent the lost message) is over
+    once it has finished -- and whether the API shows a fault (an ERROR without
+    one is waited for as such)."""
     from nova import context, objects
     ctx = context.get_admin_context()
     last = None
@@ -232,7 +234,7 @@ def _settled(server: dict) -> tuple:
             event = max(done, key=lambda e: (e.finish_time, e.id))
             last = (action.action, event.event, event.result.lower())
             break  # the newest action with a finished event
-    return server["status"], server["OS-EXT-STS:task_state"], last
+    return server["status"], server["OS-EXT-STS:task_state"], last, "fault" in server
 
 
 def failing(item: Item, trace: list) -> list:
@@ -411,10 +413,11 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
         raise UsageError(f"root cause {cause.name}: a recreate test kills a host in the "
                          "evacuation's rebuild, not in the source's restart")
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
-    status, task, event = (getattr(run, "statuses", {}).get(server, ("ACTIVE", None, None))
-                           if fails else (_status(record, server), None, None))
+    status, task, event, fault = (
+        getattr(run, "statuses", {}).get(server, ("ACTIVE", None, None, False))
+        if fails else (_status(record, server), None, None, False))
     rec = Recreate(cause, item, record, boundary, found, roles, logs,
-                   recovery, in_ending, status, task_state=task, event=event,
+                   recovery, in_ending, status, task_state=task, event=event, fault=fault,
                    errored=errored, guests=guests,
                    undeletable=_undeletable(record, scen, after) if kill or fails else ())
     rec.module_name = "test_" + re.sub(r"[^a-z0-9]+", "_", cause.name.lower()).strip("_")

@@ -99,12 +99,15 @@ def _settle(rec, server: str, fixed: bool) -> list:
                         f"                {event!r}, {result!r})")]
     want = ("{'OS-EXT-STS:task_state': None}" if fixed else
             f"{{'status': {rec.status!r}, 'OS-EXT-STS:task_state': {rec.task_state!r}}}")
-    line = f"                {server}, {want})"
+    no_fault = not fixed and rec.status == "ERROR" and not rec.fault  # Nova recorded none
+    line = f"                {server}, {want}{', wait_for_fault_key=False' if no_fault else ''})"
     if len(line) <= 79:
         return wait + [f"            {server} = self._wait_for_server_parameter(", line]
     return wait + [f"            {server} = self._wait_for_server_parameter({server}, {{",
-            f"                'status': {rec.status!r},",
-            f"                'OS-EXT-STS:task_state': {rec.task_state!r}}})"]
+                   f"                'status': {rec.status!r},",
+                   f"                'OS-EXT-STS:task_state': {rec.task_state!r}}}"
+                   + ("," if no_fault else ")"),
+                   *(["                wait_for_fault_key=False)"] if no_fault else [])]
 
 
 def body(rec, scen, fixed: bool) -> list:
