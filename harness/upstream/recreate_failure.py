@@ -90,6 +90,7 @@ def _settle(rec, server: str, fixed: bool) -> list:
     """Wait until Nova has handled the failure: where the server rests (a lost message
     may leave it in a task state for good); a fix may rest in another status, with
     no task state."""
+    from harness.upstream import recreate_render as r
     wait = []
     if rec.event and not fixed:  # the step that met the failure is over
         action, event, result = rec.event
