@@ -72,7 +72,8 @@ def _stub(rec) -> list:
                 "                error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,",
                 "                error_domain=fakelibvirt.VIR_FROM_QEMU))"]
     if b.fails == "lost-cast":
-        return [f"        fail = mock.patch(\n            '{b.path}')  # the cast is lost"]
+        return ["        # the cast is lost: a stub in its place sends nothing",
+                f"        fail = mock.patch(\n            '{b.path}')"]
     if b.fails == "lost-call":
         return [f"        fail = mock.patch(\n            '{b.path}',",
                 "            side_effect=messaging.MessagingTimeout('lost'))"]
