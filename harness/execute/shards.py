@@ -114,8 +114,9 @@ def durations(path: str) -> dict:
     return out
 
 
-def load_costs(path: str = COSTS_FILE) -> dict:
+def load_costs(path: str | None = None) -> dict:
     """The cost file's trees (tree key -> {"seconds", "items"}); none if there is no file."""
+    path = path or COSTS_FILE
     if not os.path.exists(path):
         return {}
     try:
