@@ -443,12 +443,23 @@ SCOPES = {
 }
 
 
+def _cpu() -> float:
+    """CPU seconds of every finished child process and their reaped descendants."""
+    import resource
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _scope_run(scope: list, report: str, extra=(), root=ROOT) -> dict:
+    """One run; its wall and its CPU seconds (the fork tree's, every child included: on a
+    machine shared with other work the wall varies with their load, the CPU much less)."""
+    cpu = _cpu()
     wall, _, _ = timed(nova_chaos("run", *scope, "--jobs", "2", "--json", report, *extra),
                        root=root)
+    cpu = _cpu() - cpu
     with open(report) as fh:
         data = json.load(fh)
-    return {"wall": wall, "data": data, "judged": sorted(
+    return {"wall": wall, "cpu": cpu, "data": data, "judged": sorted(
         (i["id"], i["verdict"], sorted((f["checkpoint"], f["check"], f["where"], f["value"])
                                        for f in i["findings"])) for i in data["items"])}
 
@@ -487,6 +498,7 @@ def shards_section(scope_name: str, tmp: str, before: str | None) -> int:
     whole = _scope_run(scope, os.path.join(tmp, "unsharded.json"))
     parts = _four_shards(scope, tmp, "shard")
     sequence = sum(r["wall"] for r in parts)
+    sequence_cpu = sum(r["cpu"] for r in parts)
     same = sorted(j for r in parts for j in r["judged"]) == whole["judged"]
     old = None
     if before:
@@ -507,18 +519,20 @@ def shards_section(scope_name: str, tmp: str, before: str | None) -> int:
         load = [sum(weights[i.id] for i in items if cut[i.id] == k) for k in range(1, n + 1)]
         projected[n] = max(load) + overhead
     print("\nmeasured")
-    print(f"  unsharded: {whole['wall']:.1f} s, {len(whole['data']['items'])} items, "
+    print(f"  unsharded: {whole['wall']:.1f} s ({whole['cpu']:.0f} CPU s), "
+          f"{len(whole['data']['items'])} items, "
           f"{_trees_of(whole['data'])} fork trees "
           f"({sum(p.get('seconds', 0) for p in whole['data']['meta']['fork_parents']):.0f} s "
           "in them)")
     for k, r in enumerate(parts, 1):
-        print(f"  shard {k}/4: {r['wall']:.1f} s, {len(r['data']['items'])} items, "
+        print(f"  shard {k}/4: {r['wall']:.1f} s ({r['cpu']:.0f} CPU s), "
+              f"{len(r['data']['items'])} items, "
               f"{_trees_of(r['data'])} trees; besides its trees {besides[k - 1]:.1f} s")
-    print(f"  4 shards one after another: {sequence:.1f} s; merged judgements as unsharded: "
-          f"{same}")
+    print(f"  4 shards one after another: {sequence:.1f} s ({sequence_cpu:.0f} CPU s); merged "
+          f"judgements as unsharded: {same}")
     if old:
         print(f"  before (harness at {before}): 4 shards one after another "
-              f"{sum(r['wall'] for r in old):.1f} s ("
+              f"{sum(r['wall'] for r in old):.1f} s ({sum(r['cpu'] for r in old):.0f} CPU s; "
               + ", ".join(f"{r['wall']:.0f}" for r in old) + " s; trees per shard "
               + ", ".join(str(_trees_of(r["data"])) for r in old) + ")")
     print(f"  projected wall: 4 machines {max(r['wall'] for r in parts):.0f} s (the slowest "
@@ -528,11 +542,16 @@ def shards_section(scope_name: str, tmp: str, before: str | None) -> int:
     print("\nratios")
     print(ratio_line("4 shards in sequence / unsharded", f"{sequence / whole['wall']:.2f}x",
                      "<= 1.1x", sequence / whole["wall"] <= 1.1 and same))
+    print(ratio_line("the same in CPU seconds", f"{sequence_cpu / whole['cpu']:.2f}x",
+                     "<= 1.1x", sequence_cpu / whole["cpu"] <= 1.1 and same))
     if old:
         seq_old = sum(r["wall"] for r in old)
         print(ratio_line(f"before ({before}): 4 shards in sequence / unsharded",
                          f"{seq_old / whole['wall']:.2f}x", "<= 1.1x",
                          seq_old / whole["wall"] <= 1.1))
+        seq_old = sum(r["cpu"] for r in old)
+        print(ratio_line("the same in CPU seconds", f"{seq_old / whole['cpu']:.2f}x",
+                         "<= 1.1x", seq_old / whole["cpu"] <= 1.1))
     return 0 if same else 1
 
 
