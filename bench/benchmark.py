@@ -3,6 +3,7 @@
     python bench/benchmark.py            # quick: samples, about 10 minutes on 2 cores
     python bench/benchmark.py --full     # the whole default campaign every way, ~40 minutes
     python bench/benchmark.py --against REF   # cost per item vs the harness at git REF
+    python bench/benchmark.py --only shards [--scope full] [--shards-before REF]
 
 Prints, for one scenario (default: the card's), each number and the ratio
 against its target (issue 6):
@@ -21,8 +22,14 @@ against its target (issue 6):
 * the full campaign (issue 17: <= 45 min on 2 cores), its items counted and
   extrapolated at the sample's memo rate, beside its floor: what an item that
   inherits everything after VERIFY_RESIZE still runs;
-* shards (issue 17): ``--shard K/4`` for K = 1..4 one after another vs one
-  unsharded run: target <= 1.1x, the same judgements;
+* shards (issues 17, 35): ``--shard K/4`` for K = 1..4 one after another vs
+  one unsharded run on the sample (one fork tree, cut four ways); and, with
+  ``--only shards``, on ``--scope`` (default: every scenario's card window,
+  dest/confirm items: 14 trees; ``--scope full``: the full campaign): target
+  <= 1.1x, the merged judgements equal the unsharded run's, and the projected
+  wall on 4 machines (the slowest shard) and on 16 (the measured trees dealt
+  as ``--shard K/16`` would deal them); ``--shards-before REF`` runs the four
+  shards with the harness at REF too;
 * the backends side by side (issue 14): threads-fork per item vs
   eventlet-fork per item (target <= 1.15x), threads-fresh (real threads, a
   new cloud per item) vs threads-fork, and the same verdicts on both.
@@ -285,7 +292,19 @@ def main(argv=None) -> int:
     p.add_argument("--against", metavar="GIT_REF",
                    help="only compare the cost per item with the harness at GIT_REF "
                    "(e.g. the commit before a change to the checks)")
+    p.add_argument("--only", choices=("shards",),
+                   help="only this section (shards: 4 shards one after another vs unsharded "
+                   "on --scope, and the projected wall on 4 and 16 machines)")
+    p.add_argument("--scope", default="cards",
+                   help="with --only shards: 'cards' (every scenario's card window, dest "
+                   "items, confirm: one small fork tree per scenario), 'full' (the full "
+                   "campaign, ~45 min per run on 2 cores) or nova-chaos run's own arguments")
+    p.add_argument("--shards-before", metavar="GIT_REF",
+                   help="with --only shards: also the four shards with the harness at GIT_REF")
     args = p.parse_args(argv)
+    if args.only == "shards":
+        return shards_section(args.scope, tempfile.mkdtemp(prefix="nova-chaos-bench-"),
+                              args.shards_before)
     if args.inprocess:
         out = measure_inprocess(args.inprocess, args.reps, args.backend,
                                 None if args.inline is None else args.inline == "on")
@@ -415,6 +434,125 @@ def main(argv=None) -> int:
     print(ratio_line("full campaign, 2 jobs (extrapolated)", f"~{full_est / 60:.0f} min",
                      "<= 45 min", full_est <= 45 * 60))
     return 0
+
+
+#: --scope names: nova-chaos run's arguments
+SCOPES = {
+    "cards": ["all", "--window", "resize", "--target", "dest", "--ending", "confirm"],
+    "full": ["all", "--window", "resize", "--window", "lifecycle"],
+}
+
+
+def _cpu() -> float:
+    """CPU seconds of every finished child process and their reaped descendants."""
+    import resource
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _scope_run(scope: list, report: str, extra=(), root=ROOT) -> dict:
+    """One run; its wall and its CPU seconds (the fork tree's, every child included: on a
+    machine shared with other work the wall varies with their load, the CPU much less)."""
+    cpu = _cpu()
+    wall, _, _ = timed(nova_chaos("run", *scope, "--jobs", "2", "--json", report, *extra),
+                       root=root)
+    cpu = _cpu() - cpu
+    with open(report) as fh:
+        data = json.load(fh)
+    return {"wall": wall, "cpu": cpu, "data": data, "judged": sorted(
+        (i["id"], i["verdict"], sorted((f["checkpoint"], f["check"], f["where"], f["value"])
+                                       for f in i["findings"])) for i in data["items"])}
+
+
+def _export(ref: str, tmp: str) -> str:
+    """The harness at git ``ref``, unpacked (its own discovery cache key)."""
+    root = os.path.join(tmp, f"at-{ref.replace('/', '_')}")
+    os.makedirs(root)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", ref], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+    return root
+
+
+def _four_shards(scope, tmp, name, root=ROOT) -> list:
+    return [_scope_run(scope, os.path.join(tmp, f"{name}-{k}.json"), ("--shard", f"{k}/4"),
+                       root) for k in range(1, 5)]
+
+
+def _trees_of(data) -> int:
+    from harness.execute import shards
+    from harness.execute.item import Item
+    return len({shards.tree_key(Item.parse(i["id"])) for i in data["items"]
+                if not Item.parse(i["id"]).is_uninjected})
+
+
+def shards_section(scope_name: str, tmp: str, before: str | None) -> int:
+    """4 shards one after another vs one unsharded run on ``scope_name``, and the
+    projected wall on 4 and 16 machines from the measured times."""
+    from harness.execute import shards
+    from harness.execute.item import Item
+    scope = SCOPES.get(scope_name) or scope_name.split()
+    print(f"nova-chaos benchmark, shards: nova-chaos run {' '.join(scope)}, {os.cpu_count()} "
+          "cores, --jobs 2")
+    timed(nova_chaos("run", *scope, "--list"))  # discovery cached first (not timed below)
+    whole = _scope_run(scope, os.path.join(tmp, "unsharded.json"))
+    parts = _four_shards(scope, tmp, "shard")
+    sequence = sum(r["wall"] for r in parts)
+    sequence_cpu = sum(r["cpu"] for r in parts)
+    same = sorted(j for r in parts for j in r["judged"]) == whole["judged"]
+    old = None
+    if before:
+        root = _export(before, tmp)
+        timed(nova_chaos("run", *scope, "--list"), root=root)
+        old = _four_shards(scope, tmp, "before", root)
+    # 16 machines: the unsharded run's measured trees dealt as --shard K/16 deals them,
+    # plus what a shard pays besides its trees (start-up, planning), as measured on the 4
+    items = [Item.parse(i["id"]) for i in whole["data"]["items"]]
+    items = [i for i in items if not i.is_uninjected]
+    weights = shards.durations(os.path.join(tmp, "unsharded.json"))
+    besides = [r["wall"] - sum(p.get("seconds", 0) for p in r["data"]["meta"]["fork_parents"])
+               for r in parts]
+    overhead = statistics.mean(besides)
+    projected = {}
+    for n in (4, 16):
+        cut = shards.assign(items, n, weights)
+        load = [sum(weights[i.id] for i in items if cut[i.id] == k) for k in range(1, n + 1)]
+        projected[n] = max(load) + overhead
+    print("\nmeasured")
+    print(f"  unsharded: {whole['wall']:.1f} s ({whole['cpu']:.0f} CPU s), "
+          f"{len(whole['data']['items'])} items, "
+          f"{_trees_of(whole['data'])} fork trees "
+          f"({sum(p.get('seconds', 0) for p in whole['data']['meta']['fork_parents']):.0f} s "
+          "in them)")
+    for k, r in enumerate(parts, 1):
+        print(f"  shard {k}/4: {r['wall']:.1f} s ({r['cpu']:.0f} CPU s), "
+              f"{len(r['data']['items'])} items, "
+              f"{_trees_of(r['data'])} trees; besides its trees {besides[k - 1]:.1f} s")
+    print(f"  4 shards one after another: {sequence:.1f} s ({sequence_cpu:.0f} CPU s); merged "
+          f"judgements as unsharded: {same}")
+    if old:
+        print(f"  before (harness at {before}): 4 shards one after another "
+              f"{sum(r['wall'] for r in old):.1f} s ({sum(r['cpu'] for r in old):.0f} CPU s; "
+              + ", ".join(f"{r['wall']:.0f}" for r in old) + " s; trees per shard "
+              + ", ".join(str(_trees_of(r["data"])) for r in old) + ")")
+    print(f"  projected wall: 4 machines {max(r['wall'] for r in parts):.0f} s (the slowest "
+          f"shard), 16 machines {projected[16]:.0f} s (the measured trees dealt 16 ways, "
+          f"+ {overhead:.0f} s a shard pays besides; a tree cut in two counted once); the "
+          f"same projection for 4: {projected[4]:.0f} s")
+    print("\nratios")
+    print(ratio_line("4 shards in sequence / unsharded", f"{sequence / whole['wall']:.2f}x",
+                     "<= 1.1x", sequence / whole["wall"] <= 1.1 and same))
+    print(ratio_line("the same in CPU seconds", f"{sequence_cpu / whole['cpu']:.2f}x",
+                     "<= 1.1x", sequence_cpu / whole["cpu"] <= 1.1 and same))
+    if old:
+        seq_old = sum(r["wall"] for r in old)
+        print(ratio_line(f"before ({before}): 4 shards in sequence / unsharded",
+                         f"{seq_old / whole['wall']:.2f}x", "<= 1.1x",
+                         seq_old / whole["wall"] <= 1.1))
+        seq_old = sum(r["cpu"] for r in old)
+        print(ratio_line("the same in CPU seconds", f"{seq_old / whole['cpu']:.2f}x",
+                         "<= 1.1x", seq_old / whole["cpu"] <= 1.1))
+    return 0 if same else 1
 
 
 def _full_items() -> tuple:

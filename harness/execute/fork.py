@@ -109,7 +109,7 @@ class ForkSweep:
 
         gc.collect()
         gc.freeze()
-        owner = os.getpid()
+        owner, started = os.getpid(), time.monotonic()
         try:
             parent = run.execute(lambda r: _BranchingInjector(r, self))
             self.brancher.reap(block=True)
@@ -132,7 +132,9 @@ class ForkSweep:
         self.parent = ({"scenario": self.scen.name, "window": self.window,
                         "mutation": self.mutation, "fault": self.fault, "passed": parent.passed,
                         "trace_matches": trace == self.traces[run.ending],
-                        "why": parent.first_problem()})
+                        "why": parent.first_problem(),
+                        # what the tree cost (its set-up and every item): shards' costs
+                        "seconds": round(time.monotonic() - started, 1)})
         for item in self.items.values():  # no result: say why
             if item.id not in self.records:
                 why = self.why_lost(item) or self.brancher.dead.get(("ending", item.ending))

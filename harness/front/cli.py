@@ -13,6 +13,7 @@ import os
 import sys
 
 from harness.errors import EXIT_BROKEN, EXIT_USAGE, REASON_PREFIX, HarnessError, UsageError
+from harness.execute import shards
 from harness.front import commands, console, run_command, upstream_commands
 
 
@@ -92,8 +93,8 @@ def build_parser():
                     help="run only the K-th of N deterministic slices of the campaign (one "
                     "per CI machine; 'nova-chaos merge' joins their reports)")
     sp.add_argument("--durations", metavar="FILE",
-                    help="with --shard: balance the slices by the seconds this earlier JSON "
-                    "report recorded per item")
+                    help="with --shard: balance the shares by the seconds this earlier JSON "
+                    "report measured per fork tree (default: scenarios/tree-costs.json)")
     sp.add_argument("--jobs", default="auto",
                     help="items at a time (forked children or worker processes), or 'auto' "
                     "(the default: one per core)")
@@ -193,7 +194,14 @@ def build_parser():
     sp.add_argument("reports", nargs="+", help="the shards' JSON reports, one per shard")
     sp.add_argument("--json", required=True, help="write the merged JSON report here")
     sp.add_argument("--junit", help="write the merged JUnit XML report here")
+    sp.add_argument("--html", help="write the merged report as a self-contained HTML page here")
     sp.set_defaults(fn=commands.cmd_merge)
+    sp = sub.add_parser("costs", help="measure each fork tree's seconds from JSON reports "
+                        "(run --json, merge) into the cost file run --shard balances by")
+    sp.add_argument("reports", nargs="+", help="JSON reports (a later one's trees win)")
+    sp.add_argument("--out", default=shards.COSTS_FILE,
+                    help="where to write it (default: the repository's scenarios/tree-costs.json)")
+    sp.set_defaults(fn=commands.cmd_costs)
     sp = sub.add_parser("html", help="render a JSON report (run --json, merge, rejudge --json) "
                         "as a self-contained HTML page")
     sp.add_argument("report", help="a JSON report")

@@ -273,6 +273,9 @@ def cmd_merge(args) -> int:
         if {k: meta["shard"][k] for k in ("of", "planned", "digest")} != \
                 {k: first["shard"][k] for k in ("of", "planned", "digest")}:
             raise UsageError(f"{path} is a shard of another plan than {first_path}")
+        if meta["shard"].get("partition") != first["shard"].get("partition"):
+            raise UsageError(f"{path} cut the plan otherwise than {first_path} (another "
+                             "tree-costs.json or --durations file): run every shard with the same")
     total = first["shard"]["of"]
     seen = collections.Counter(m["shard"]["index"] for _, m in metas)
     missing = [k for k in range(1, total + 1) if not seen[k]]
@@ -304,8 +307,13 @@ def cmd_merge(args) -> int:
         mine = [r for r in results if r.item.scenario == c["scenario"] and r.item.window == c["window"]]
         print(f"\n{c['scenario']}, window {c['window']!r}:", file=console.OUT)
         print(report.table(mine, c["points"], c["targets"], c["endings"]), file=console.OUT)
-    report.atomic_write(args.json, json.dumps({"meta": meta, "items": items}, indent=2))
+    text = json.dumps({"meta": meta, "items": items}, indent=2)
+    report.atomic_write(args.json, text)
     print(f"JSON report: {os.path.abspath(args.json)}", file=console.OUT)
+    if args.html:
+        from harness.front import html
+        report.atomic_write(args.html, html.render(json.loads(text)))
+        print(f"HTML report: {os.path.abspath(args.html)}", file=console.OUT)
     if args.junit:
         report.atomic_write(args.junit, report.to_junit(
             results, f"nova-chaos.{meta.get('scenario')}", causes=meta["causes"], fixed=fixed))
@@ -317,6 +325,16 @@ def cmd_merge(args) -> int:
     print(f"{len(results)} items from {total} shards; {len(bad)} failed", file=console.OUT)
     return (EXIT_FINDINGS if bad or unsound or by_cause.verdict_problems(meta["causes"], fixed)
             else EXIT_OK)
+
+
+def cmd_costs(args) -> int:
+    """Measure each fork tree's cost from JSON reports into the cost file ``--shard`` reads."""
+    from harness.execute import shards
+    trees = shards.write_costs(args.reports, args.out)
+    total = sum(t["seconds"] for t in trees.values())
+    print(f"{len(trees)} fork trees, {sum(t['items'] for t in trees.values())} items, "
+          f"{total:.0f} s measured: {os.path.abspath(args.out)}", file=console.OUT)
+    return EXIT_OK
 
 
 def cmd_known(args) -> int:

@@ -72,9 +72,10 @@ def cmd_run(args) -> int:
         from harness.execute import shards
         k, n = shards.parse(args.shard)
         weights = shards.durations(args.durations) if args.durations else None
+        cut = shards.assign(items, n, weights)
         shard = {"index": k, "of": n, "planned": len(items) + len(first),
-                 "digest": shards.digest(items)}
-        items = shards.select(items, k, n, weights)
+                 "digest": shards.digest(items), "partition": shards.partition_digest(cut)}
+        items = [i for i in items if cut[i.id] == k]
         first = first if k == 1 else []
         print(f"shard {k}/{n}: {len(items) + len(first)} of {shard['planned']} items",
               file=sys.stderr)
