@@ -59,6 +59,23 @@ def pci_demand(flavor: Flavor, aliases: dict) -> dict:
     return dict(sorted(out.items()))
 
 
+#: numa policies that bind a device to the guest's cells (legacy: when the device has one)
+STRICT = ("required", "legacy")
+
+
+def pci_bound(flavor: Flavor, aliases: dict) -> set:
+    """The device labels a flavor asks for that must lie in its guest's cells: its
+    ``hw:pci_numa_affinity_policy``, else each alias's ``numa_policy`` (Nova's default:
+    legacy), is required or legacy -- for every alias of the label."""
+    from fake_driver.pci import flavor_aliases
+    policies = collections.defaultdict(set)
+    for name in flavor_aliases(flavor.extra_specs):
+        alias = aliases[name]
+        policies[device_label(alias)].add(flavor.extra_specs.get("hw:pci_numa_affinity_policy")
+                                          or alias.get("numa_policy", "legacy"))
+    return {label for label, p in policies.items() if p <= set(STRICT)}
+
+
 def device_label(alias: dict) -> str:
     """``"VF 8086:1515"``: how the ledger and the PCI views name a kind of device."""
     return (f"{alias['device_type'].replace('type-', '')} "

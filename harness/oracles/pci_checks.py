@@ -10,11 +10,13 @@ must then agree with the tracker device by device:
   device ``available``, or ``unavailable`` / ``unclaimable`` exactly when its
   PF or one of its VFs is allocated / claimed; its pools (free devices per
   vendor:product and cell) count exactly the available records; a device
-  an alias with ``numa_policy`` required (or legacy, the default) asks for lies
-  in a cell of the guest's NUMA topology there;
+  a flavor binds to its guest's cells (``hw:pci_numa_affinity_policy`` or the
+  alias's ``numa_policy`` required or legacy, the default) lies in a cell of
+  the guest's NUMA topology there;
 * placement (a host reporting PCI there): each consumer's PCI allocations
-  on the host's providers, the ledger's; each provider's usage, the devices
-  the tracker holds under it; its inventory, the devices it tracks under it;
+  on the host's providers, the ledger's; each provider's inventory, the
+  devices the tracker has under it, and its usage (domains settled) the
+  devices the tracker holds under it;
 * truth: running domains hold the ledger's running devices; none the tracker
   leaves free (or gives another server); with the domains settled, the
   defined domains' hostdevs are the tracker's held devices, address by address.
@@ -26,13 +28,11 @@ from __future__ import annotations
 import collections
 
 from harness.oracles.checks import _against_phase, _cmp, check
-from harness.oracles.ledger import device_label, pci_resource_class
+from harness.oracles.ledger import pci_bound, pci_resource_class
 
 HELD = ("claimed", "allocated")
 #: the status a device that is not held takes when a related one (its PF, its VFs) is
 RELATED = {"allocated": "unavailable", "claimed": "unclaimable"}
-#: numa policies that bind a device to the guest's cells (legacy: when the device has one)
-STRICT = ("required", "legacy")
 
 
 @check("pci")
@@ -46,7 +46,7 @@ def pci_matches_ledger(ctx) -> list:
         out += _pools(host, view)
         out += _against_phase(ctx, lambda phase: _held(ctx, pci, phase, host, view))
         if pci["in_placement"].get(host):
-            out += _providers(pci, host, view)
+            out += _providers(pci, host, view, ctx.exact_cells)
         out += _truth(ctx, pci, host, view)
     out += _against_phase(ctx, lambda phase: _placement(pci, phase))
     return out
@@ -103,21 +103,24 @@ def _pools(host, view) -> list:
 
 def _cells(ctx, pci, phase, host, view) -> list:
     """A device of an alias whose policy binds it lies in the guest's cells on ``host``."""
-    strict = {device_label(a) for a in pci["aliases"].values()
-              if a.get("numa_policy", "legacy") in STRICT}
-    out = []
+    guests: dict = collections.defaultdict(set)  # server -> its guests' cells on host
+    bound: dict = collections.defaultdict(set)   # server -> labels its policy binds
     for h in phase.holdings:
-        if h.host != host or not h.flavor.numa:
-            continue
-        guest = _guest_cells(ctx, h)
-        if guest is None:
+        cells = _guest_cells(ctx, h) if h.host == host and h.flavor.numa else None
+        if cells is not None:  # a same-host move: the old and new topologies together
+            guests[h.server] |= cells
+            bound[h.server] |= pci_bound(h.flavor, pci["aliases"])
+    out = []
+    for server, strict in sorted(bound.items()):
+        if not strict:
             continue
         wrong = sorted(addr for addr, d in view["devices"].items()
-                       if d["status"] in HELD and d["server"] == h.server
+                       if d["status"] in HELD and d["server"] == server
                        and f"{d['kind']} {d['device']}" in strict
-                       and d["cell"] is not None and d["cell"] not in guest)
-        _cmp(out, "pci", f"{host} {h.server} PCI devices outside its guest cells {sorted(guest)} "
-             "(numa_policy required/legacy)", [], wrong)
+                       and d["cell"] is not None and d["cell"] not in guests[server])
+        _cmp(out, "pci", f"{host} {server} PCI devices outside its guest cells "
+             f"{sorted(guests[server])} (bound by its numa policy: {', '.join(sorted(strict))})",
+             [], wrong)
     return out
 
 
@@ -138,8 +141,9 @@ def _provider_of(host: str, addr: str, dev: dict) -> str:
     return f"{host}_{(dev['parent'] if dev['kind'] == 'VF' else addr).upper()}"
 
 
-def _providers(pci, host, view) -> list:
-    """Each PCI provider of ``host``: inventory and usage are the tracker's devices under it."""
+def _providers(pci, host, view, settled: bool) -> list:
+    """Each PCI provider of ``host``: inventory and usage are the tracker's devices under it
+    (usage once the step is ``settled``: the scheduler allocates before the claim)."""
     tracked = collections.defaultdict(collections.Counter)
     used = collections.defaultdict(collections.Counter)
     for addr, dev in view["devices"].items():
@@ -153,12 +157,12 @@ def _providers(pci, host, view) -> list:
             if name.startswith(f"{host}_")}
     out = []
     for rp in sorted(set(seen) | set(tracked)):
-        # a PF whose VFs are tracked is not itself a provider's inventory (Nova tracks one side)
         want_inv = {rc: n for rc, n in sorted(tracked[rp].items())}
         got = seen.get(rp, {"inventory": {}, "usages": {}})
         _cmp(out, "pci", f"{rp} PCI provider inventory (vs tracker)", want_inv, got["inventory"])
-        _cmp(out, "pci", f"{rp} PCI provider usages (vs tracker)",
-             dict(sorted(used[rp].items())), got["usages"])
+        if settled:
+            _cmp(out, "pci", f"{rp} PCI provider usages (vs tracker)",
+                 dict(sorted(used[rp].items())), got["usages"])
     return out
 
 
