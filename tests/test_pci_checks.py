@@ -154,3 +154,15 @@ def test_a_preferred_policy_lets_the_device_lie_apart():
     _dev(snap["pci"], "host-b", "0000:81:00.3").update(cell=1)
     snap["pci"]["tracker"]["host-b"]["pools"] = {"8086:1515 cell 0": 2}
     assert found(snap, phase) == []
+
+
+def test_every_pci_scenario_asks_its_hosts_for_devices_through_its_aliases():
+    from harness.oracles.ledger import pci_demand
+    names = [n for n in scenario.available() if n.startswith("pci-")]
+    assert len(names) >= 6
+    for name in names:
+        scen = scenario.load(name)
+        aliases = scen.pci.aliases
+        assert all(pci_demand(scen.flavors[b.flavor], aliases) for b in scen.boots), name
+    assert scenario.load("pci-unshelve").pci.aliases["vf"]["device_type"] == "type-VF"
+    assert scenario.load("pinned-hugepages").pci is None  # a non-PCI scenario: no PCI view
