@@ -43,3 +43,28 @@ def test_undo_frees_no_more_than_the_flavor_asks_and_says_when_it_could_not():
     assert not pci_undo.free_held(snap, "host-a", "vm1", SMALL)  # host-a holds nothing for vm1
     assert snap == before
     assert pci_undo.free_held({"numa": {}}, "host-b", "vm1", LARGE)  # no PCI view: nothing
+
+
+def test_a_tracker_that_lost_a_running_guests_device_gets_it_back():
+    snap = clean()  # VERIFY_RESIZE; host-b's tracker lost vm1's VF, its guest runs on it
+    host_b = snap["pci"]["tracker"]["host-b"]
+    host_b["devices"]["0000:81:00.3"].update(status="available", server=None)
+    host_b["pools"] = {"8086:1515 cell 0": 3}
+    placement = snap["pci"]["placement"]
+    placement["providers"]["host-b_0000:81:00.0"]["usages"] = {}
+    assert found(snap)  # the tracker, the hostdevs and placement's usage say so
+    assert pci_undo.hold_domains(snap, "host-b", "vm1", LARGE)
+    assert host_b["pools"] == {"8086:1515 cell 0": 2}
+    placement["providers"]["host-b_0000:81:00.0"]["usages"] = {"CUSTOM_PCI_8086_1515": 1}
+    assert found(snap) == []
+    assert not pci_undo.hold_domains(snap, "host-b", "vm2", LARGE)  # no domain of vm2 there
+
+
+def test_a_consumers_pci_allocation_is_shifted_on_the_hosts_providers():
+    snap = clean()
+    placement = snap["pci"]["placement"]
+    pci_undo.shift_allocation(snap, "vm1 migration", "host-a", -1, SMALL)
+    assert "vm1 migration" not in placement["allocations"]
+    assert placement["providers"]["host-a_0000:82:00.0"]["usages"] == {}
+    pci_undo.shift_allocation(snap, "vm1 migration", "host-a", +1, SMALL)
+    assert snap == clean()
