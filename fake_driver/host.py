@@ -126,6 +126,22 @@ class FakeDomain(fakelibvirt.Domain):
         return super().jobStats(flags)
 
 
+#: the libvirt and QEMU a host needs for live-migratable PCI devices (Nova's
+#: MIN_VFIO_PCI_VARIANT_*; its own tests start such computes with these)
+VFIO_VARIANT_LIBVIRT, VFIO_VARIANT_QEMU = (10, 0, 0), (8, 2, 2)
+
+
+def _version(parts: tuple) -> int:
+    return parts[0] * 1_000_000 + parts[1] * 1_000 + parts[2]
+
+
+def _live_migratable_pci() -> bool:
+    """Whether the cloud's ``[pci] device_spec`` tags a device ``live_migratable``:
+    then its PCI hosts run a libvirt new enough (Nova refuses the compute otherwise)."""
+    from nova import conf
+    return any("live_migratable" in spec for spec in conf.CONF.pci.device_spec)
+
+
 class FakeLibvirtHost(fakelibvirt.Connection):
     """One compute host's libvirt: topology, domains and what they hold."""
 
@@ -139,6 +155,9 @@ class FakeLibvirtHost(fakelibvirt.Connection):
         self.on_job_settle = None  # called as a job from here is about to end
         self.pci_devices = {d.address: d for d in topology.pci}
         kwargs.setdefault("pci_info", pci_info(topology))
+        if topology.pci and _live_migratable_pci():
+            kwargs.setdefault("version", _version(VFIO_VARIANT_LIBVIRT))
+            kwargs.setdefault("hv_version", _version(VFIO_VARIANT_QEMU))
         super().__init__('qemu:///system', host_info=host_info(topology),
                          hostname=topology.name, **kwargs)
 

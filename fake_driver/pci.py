@@ -32,7 +32,7 @@ _ADDRESS = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2})
                       r"(?P<slot>[0-9a-fA-F]{2})\.(?P<function>[0-7])$")
 _DEVICE_KEYS = {"type", "numa_node", "vendor_id", "product_id", "vfs", "vf_product_id",
                 "count", "address"}
-_ALIAS_KEYS = {"vendor_id", "product_id", "device_type", "numa_policy"}
+_ALIAS_KEYS = {"vendor_id", "product_id", "device_type", "numa_policy", "live_migratable"}
 _CLOUD_KEYS = {"alias", "in_placement", "device_spec", "hosts"}
 _HOST_KEYS = {"device_spec", "report_in_placement"}
 _SPEC_KEYS = {"vendor_id", "product_id"}
@@ -216,6 +216,10 @@ def pci_cloud_from_dict(raw, hosts, where: str = "cloud.pci") -> PciCloud | None
                 raise InvalidTopology(f"{at}: 'numa_policy' must be one of {list(NUMA_POLICIES)}, "
                                       f"got {alias['numa_policy']!r}")
             out["numa_policy"] = alias["numa_policy"]
+        if "live_migratable" in alias:
+            if not isinstance(alias["live_migratable"], bool):
+                raise InvalidTopology(f"{at}: 'live_migratable' must be true or false")
+            out["live_migratable"] = "yes" if alias["live_migratable"] else "no"
         if not any((d.kind, d.vendor_id, d.product_id) == (kind, out["vendor_id"], out["product_id"])
                    for d in declared):
             raise InvalidTopology(f"{at}: no host declares a {kind} {out['vendor_id']}:{out['product_id']}")
@@ -239,18 +243,25 @@ def pci_cloud_from_dict(raw, hosts, where: str = "cloud.pci") -> PciCloud | None
             _pf_or_vfs(host, pairs, at if own else where,
                        "" if "device_spec" in own or "device_spec" in raw else "; list device_spec")
         if own:
-            per_host[host.name] = {"device_spec": _json(pairs), "report_in_placement": report}
+            per_host[host.name] = {"device_spec": pairs, "report_in_placement": report}
         listed |= pairs
     for name, alias in aliases.items():
         if (alias["vendor_id"], alias["product_id"]) not in listed:
             raise InvalidTopology(f"{where}.alias.{name}: device_spec leaves out "
                                   f"{alias['vendor_id']}:{alias['product_id']}")
-    return PciCloud(aliases, in_placement, tuple(_json(default)), per_host)
+    migratable = {(a["vendor_id"], a["product_id"]) for a in aliases.values()
+                  if a.get("live_migratable") == "yes"}
+    per_host = {h: dict(o, device_spec=_json(o["device_spec"], migratable))
+                for h, o in per_host.items()}
+    return PciCloud(aliases, in_placement, tuple(_json(default, migratable)), per_host)
 
 
-def _json(pairs) -> list:
-    """``[pci] device_spec``: one JSON string per (vendor, product) pair."""
-    return [json.dumps({"vendor_id": v, "product_id": p}) for v, p in sorted(pairs)]
+def _json(pairs, migratable=frozenset()) -> list:
+    """``[pci] device_spec``: one JSON string per (vendor, product) pair; a pair a
+    ``live_migratable`` alias names is tagged so (Nova wants it on both sides)."""
+    return [json.dumps({"vendor_id": v, "product_id": p,
+                        **({"live_migratable": "yes"} if (v, p) in migratable else {})})
+            for v, p in sorted(pairs)]
 
 
 def _pf_or_vfs(host, pairs: set, where: str, hint: str) -> None:

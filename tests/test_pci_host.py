@@ -170,3 +170,18 @@ def test_flavor_alias_must_be_declared():
         scenario.from_dict(scenario_dict({"alias": ALIASES}, {"pci_passthrough:alias": "gpu:1"}),
                            "s.toml")
     assert pci.flavor_aliases({"pci_passthrough:alias": "pfs:1, vfs:2"}) == {"pfs": 1, "vfs": 2}
+
+
+def test_a_live_migratable_alias_tags_its_device_spec_pairs():
+    hosts = [topology.host_from_dict(dict(HOST, pci=[PF]))]
+    cloud = pci.pci_cloud_from_dict(
+        {"alias": {"vf": {"vendor_id": "8086", "product_id": "1515", "device_type": "VF",
+                          "live_migratable": True}}}, hosts)
+    assert json.loads(cloud.alias_options()[0])["live_migratable"] == "yes"
+    specs = [json.loads(s) for s in cloud.device_spec]
+    assert [s.get("live_migratable") for s in specs if s["product_id"] == "1515"] == ["yes"]
+    assert all("live_migratable" not in s for s in specs if s["product_id"] != "1515")
+    with pytest.raises(InvalidTopology, match="'live_migratable' must be true or false"):
+        pci.pci_cloud_from_dict({"alias": {"vf": {"vendor_id": "8086", "product_id": "1515",
+                                                  "device_type": "VF", "live_migratable": "yes"}}},
+                                hosts)

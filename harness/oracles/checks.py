@@ -356,7 +356,10 @@ def value_of(finding) -> str:
 
 #: the checks that compare a checkpoint's views with its ledger (what a root cause's
 #: effect is undone on and checked again; the rest are named as they show)
-LEDGER = ("rt", "truth", "placement")
+LEDGER = ("rt", "truth", "placement", "pci")
+
+
+from harness.oracles import pci_checks  # noqa: E402,F401  registers "pci" (it uses the above)
 
 
 def run_ledger(ctx) -> list:

@@ -48,6 +48,46 @@ class HostUsage:
                    sum(f.vcpus for f in flavors), sum(f.memory_mb for f in flavors), small)
 
 
+def pci_demand(flavor: Flavor, aliases: dict) -> dict:
+    """The PCI devices a flavor asks for, by kind and vendor:product (``"VF 8086:1515"``): its
+    ``pci_passthrough:alias`` counts through the cloud's aliases ({} without)."""
+    from fake_driver.pci import flavor_aliases
+    out: collections.Counter = collections.Counter()
+    for name, count in flavor_aliases(flavor.extra_specs).items():
+        alias = aliases[name]
+        out[device_label(alias)] += count
+    return dict(sorted(out.items()))
+
+
+#: numa policies that bind a device to the guest's cells (legacy: when the device has one)
+STRICT = ("required", "legacy")
+
+
+def pci_bound(flavor: Flavor, aliases: dict) -> set:
+    """The device labels a flavor asks for that must lie in its guest's cells: its
+    ``hw:pci_numa_affinity_policy``, else each alias's ``numa_policy`` (Nova's default:
+    legacy), is required or legacy -- for every alias of the label."""
+    from fake_driver.pci import flavor_aliases
+    policies = collections.defaultdict(set)
+    for name in flavor_aliases(flavor.extra_specs):
+        alias = aliases[name]
+        policies[device_label(alias)].add(flavor.extra_specs.get("hw:pci_numa_affinity_policy")
+                                          or alias.get("numa_policy", "legacy"))
+    return {label for label, p in policies.items() if p <= set(STRICT)}
+
+
+def device_label(alias: dict) -> str:
+    """``"VF 8086:1515"``: how the ledger and the PCI views name a kind of device."""
+    return (f"{alias['device_type'].replace('type-', '')} "
+            f"{alias['vendor_id']}:{alias['product_id']}")
+
+
+def pci_resource_class(label: str) -> str:
+    """Placement's resource class of a device (Nova's pci_placement_translator)."""
+    vendor, product = label.split(" ")[1].split(":")
+    return f"CUSTOM_PCI_{vendor}_{product}".upper()
+
+
 def placement_resources(flavor: Flavor) -> dict:
     out = {"PCPU": flavor.dedicated_vcpus, "VCPU": flavor.shared_vcpus,
            "MEMORY_MB": flavor.memory_mb, "DISK_GB": flavor.disk_gb}
@@ -88,6 +128,26 @@ class Phase:
         instances = {h.server for h in self.holdings if h.host == host and h.consumer == "instance"}
         return any(h.host == host and h.consumer == "migration" and h.server in instances
                    for h in self.holdings)
+
+    def pci_held(self, host: str, aliases: dict, running_only: bool = False) -> dict:
+        """server -> device label -> how many devices ``host`` holds for it (both consumers)."""
+        out: dict = collections.defaultdict(collections.Counter)
+        for h in self.holdings:
+            if h.host == host and (h.running or not running_only):
+                out[h.server].update(pci_demand(h.flavor, aliases))
+        return {s: dict(sorted(c.items())) for s, c in sorted(out.items()) if +c}
+
+    def pci_allocations(self, aliases: dict, in_placement: dict) -> dict:
+        """consumer -> host -> PCI resource class -> count, on the hosts that report PCI
+        in placement (``in_placement``: host -> bool)."""
+        out: dict = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+        for h in self.holdings:
+            if not in_placement.get(h.host):
+                continue
+            for label, n in pci_demand(h.flavor, aliases).items():
+                out[f"{h.server} {h.consumer}"][h.host][pci_resource_class(label)] += n
+        return {c: {h: dict(sorted(r.items())) for h, r in sorted(hosts.items())}
+                for c, hosts in sorted(out.items())}
 
     def allocations(self) -> dict:
         """consumer ("vm1 instance") -> host -> resources (summed if one host holds twice)."""

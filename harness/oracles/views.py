@@ -38,11 +38,13 @@ def rt_view(cloud, host: str) -> dict:
 def placement_view(cloud, consumers: dict) -> dict:
     """``consumers``: name ("vm1 instance", "vm1 migration") -> consumer uuid."""
     hosts = {cloud.rp_uuid(h.name): h.name for h in cloud.scenario.hosts}
+    nested = cloud.scenario.pci is not None  # PCI providers: the PCI view reads them
     allocations = {}
     for kind, uuid in sorted(consumers.items()):
         body = cloud.env.placement.get(f"/allocations/{uuid}", version="1.28").body
         allocations[kind] = {hosts.get(rp, rp): dict(sorted(a["resources"].items()))
-                             for rp, a in sorted(body["allocations"].items())}
+                             for rp, a in sorted(body["allocations"].items())
+                             if rp in hosts or not nested}
     usages = {}
     for rp, host in sorted(hosts.items(), key=lambda kv: kv[1]):
         body = cloud.env.placement.get(f"/resource_providers/{rp}/usages").body
@@ -184,10 +186,16 @@ def consumers(cloud) -> dict:
 
 def snapshot(cloud) -> dict:
     """All three views at once, for convergence comparisons and reports."""
+    from harness.oracles import pci_views
     hosts = [h.name for h in cloud.scenario.hosts]
-    return {
+    held = consumers(cloud)
+    out = {
         "rt": {h: rt_view(cloud, h) for h in hosts},
-        "placement": placement_view(cloud, consumers(cloud)),
+        "placement": placement_view(cloud, held),
         "truth": {h: truth_view(cloud, h) for h in hosts},
         "numa": topology_view(cloud),
     }
+    pci = pci_views.snapshot(cloud, held)
+    if pci is not None:  # only a scenario whose hosts declare PCI devices
+        out["pci"] = pci
+    return out

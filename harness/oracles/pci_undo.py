@@ -1,0 +1,122 @@
+"""Undo a root cause's effect on the PCI views (for :mod:`harness.oracles.causes` to call).
+
+A cause whose effect is that a host's tracker still ``counts`` a server's
+flavor (e.g. deleted-after-move-dest-untracked) keeps that flavor's PCI
+devices held there too. Undoing it on a snapshot frees exactly the devices
+the flavor asks for that the tracker holds for the server (or, ``sign`` +1,
+can only say nothing: which devices a tracker lost is not knowable), sets
+their PF / VFs back to available where nothing else holds them, and gives
+the pools the devices back -- so the PCI check and the convergence diff see
+what the tracker would show without the effect.
+"""
+from __future__ import annotations
+
+from harness.oracles.ledger import pci_demand
+
+HELD = ("claimed", "allocated")
+
+
+def free_held(snap: dict, host: str, server: str, flavor) -> bool:
+    """Free ``flavor``'s devices held for ``server`` on ``host`` in ``snap["pci"]``
+    (no PCI view: nothing to do). False if the tracker does not hold them all."""
+    pci = snap.get("pci")
+    if pci is None or host not in pci["tracker"]:
+        return True
+    view = pci["tracker"][host]
+    devices, pools = view["devices"], view["pools"]
+    ok = True
+    for label, count in pci_demand(flavor, pci["aliases"]).items():
+        mine = sorted(a for a, d in devices.items() if d["status"] in HELD
+                      and d["server"] == server and f"{d['kind']} {d['device']}" == label)
+        ok = ok and len(mine) >= count
+        for addr in mine[:count]:
+            devices[addr].update(status="available", server=None)
+            _give_back(pools, devices[addr])
+    for addr, dev in devices.items():  # a PF / VF blocked only by what was freed
+        if dev["status"] in ("unavailable", "unclaimable") and not _blocked(devices, addr):
+            dev["status"] = "available"
+            _give_back(pools, dev)
+    view["pools"] = dict(sorted(pools.items()))
+    return ok
+
+
+def _blocked(devices: dict, addr: str) -> bool:
+    dev = devices[addr]
+    related = [a for a, d in devices.items() if d["parent"] == addr]
+    if dev["parent"] in devices:
+        related.append(dev["parent"])
+    return any(devices[r]["status"] in HELD for r in related)
+
+
+def _give_back(pools: dict, dev: dict) -> None:
+    key = f"{dev['device']} cell {dev['cell']}"
+    pools[key] = pools.get(key, 0) + 1
+
+
+def hold_domains(snap: dict, host: str, server: str, flavor) -> bool:
+    """The other way (an effect with ``sign`` -1: the tracker lacks ``flavor`` for
+    ``server`` on ``host``): hold again the devices the host's domains of ``server``
+    hold (running or defined) that the tracker leaves free, up to what the flavor asks
+    for; block their PF / VFs and take them from the pools. False if the domains do
+    not name them all."""
+    pci = snap.get("pci")
+    if pci is None or host not in pci["tracker"]:
+        return True
+    view = pci["tracker"][host]
+    devices, pools = view["devices"], view["pools"]
+    truth = pci["truth"][host]
+    named = sorted({a for a, s in {**truth["defined"], **truth["running"]}.items()
+                    if s == server and a in devices})
+    ok = True
+    for label, count in pci_demand(flavor, pci["aliases"]).items():
+        have = sum(1 for d in devices.values() if d["status"] in HELD and d["server"] == server
+                   and f"{d['kind']} {d['device']}" == label)
+        free = [a for a in named if devices[a]["status"] == "available"
+                and f"{devices[a]['kind']} {devices[a]['device']}" == label]
+        want = count - have
+        ok = ok and len(free) >= want
+        for addr in free[:max(want, 0)]:
+            devices[addr].update(status="allocated", server=server)
+            _take(pools, devices[addr])
+    for addr, dev in devices.items():  # a PF / VF now blocked by what is held again
+        if dev["status"] == "available" and _blocked(devices, addr):
+            dev["status"] = "unavailable"
+            _take(pools, dev)
+    view["pools"] = dict(sorted(pools.items()))
+    return ok
+
+
+def _take(pools: dict, dev: dict) -> None:
+    key = f"{dev['device']} cell {dev['cell']}"
+    pools[key] = pools.get(key, 0) - 1
+
+
+def shift_allocation(snap: dict, consumer: str, host: str, sign: int, flavor) -> None:
+    """Add (``sign`` +1) or take ``flavor``'s PCI resources to ``consumer``'s allocation
+    on ``host``'s PCI providers and to their usages (``_undo_allocation``'s PCI half):
+    taken from the providers that hold them, added to the first that can."""
+    from harness.oracles.ledger import pci_resource_class
+    pci = snap.get("pci")
+    if pci is None or not pci["in_placement"].get(host):
+        return
+    providers = pci["placement"]["providers"]
+    mine = pci["placement"]["allocations"].setdefault(consumer, {})
+    for label, count in pci_demand(flavor, pci["aliases"]).items():
+        rc = pci_resource_class(label)
+        names = sorted(n for n, p in providers.items()
+                       if n.startswith(f"{host}_") and rc in p["inventory"])
+        if sign < 0:
+            names = [n for n in names if mine.get(n, {}).get(rc)]
+        for name in names:
+            if not count:
+                break
+            n = count if sign > 0 else min(count, mine[name][rc])
+            for amounts in (mine.setdefault(name, {}), providers[name]["usages"]):
+                amounts[rc] = amounts.get(rc, 0) + sign * n
+                if not amounts[rc]:
+                    del amounts[rc]
+            if not mine[name]:
+                del mine[name]
+            count -= n
+    if not mine:
+        del pci["placement"]["allocations"][consumer]
