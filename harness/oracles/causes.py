@@ -33,7 +33,7 @@ import os
 
 from harness import faults, files
 from harness.errors import InvalidScenario
-from harness.oracles import checks
+from harness.oracles import checks, pci_undo
 from harness.oracles.ledger import placement_resources
 from harness.scenario import SCENARIO_DIR
 
@@ -421,6 +421,8 @@ def _undo(snap: dict, ev, b: Bound, e: Effect, scenario) -> bool:
     if e.counters:
         view["vcpus_used"] += sign * flavor.vcpus
         view["memory_mb_used"] += sign * flavor.memory_mb
+        # a tracker that counts (lacks) a flavor holds (frees) its PCI devices too
+        (pci_undo.free_held if sign < 0 else pci_undo.hold_domains)(snap, host, b.server, flavor)
     _shift_cells(view["cells"], cells, sign, e.parts)
     return True
 
