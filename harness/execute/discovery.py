@@ -211,6 +211,32 @@ def _discover_and_cache(scen, ending: str, path: str, mutation=None) -> None:
     files.atomic_write(path, json.dumps({"points": points, "uninjected": record.to_json()}))
 
 
+def _discover_apart(scen, backend: str, window: str, endings: list, mutation) -> dict:
+    """``{ending: finished nova-chaos points process}``: one subprocess per ending, as many
+    at once as this process has cores (each imports Nova; 3 endings one after another
+    took 20 s cold, paid by the first run after any edit of the harness)."""
+    import concurrent.futures
+    import subprocess
+    import sys
+    from harness.execute.executor import cores
+
+    def one(ending):
+        try:
+            return subprocess.run(
+                [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
+                 "--window", window, "--ending", ending,
+                 *(("--mutate", mutation) if mutation else ())],
+                capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT + 60,
+                env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        except subprocess.TimeoutExpired:
+            raise SubprocessFailed(f"discovery of {scen.name} ({ending}) took over "
+                                   f"{DISCOVERY_TIMEOUT + 60:.0f} s: stopped") from None
+    # threads only to wait on the subprocesses; all joined before this returns (a fork
+    # parent must be alone)
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(endings), cores()))) as pool:
+        return dict(zip(endings, pool.map(one, endings)))
+
+
 def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, endings=None,
                         mutation=None) -> dict:
     """Like :func:`discover`, but never imports Nova in this process.
@@ -225,22 +251,13 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, ending
     paths = _parts(scen, backend, endings, mutation)
     missing = [e for path, e in paths.items() if _missing(path)]
     if missing:
-        import subprocess
-        import sys
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
-                 "--window", window, *(a for e in missing for a in ("--ending", e)),
-                 *(("--mutate", mutation) if mutation else ())],
-                capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT * len(missing) + 60,
-                env=dict(os.environ, PYTHONWARNINGS="ignore"))
-        except subprocess.TimeoutExpired:
-            raise SubprocessFailed(f"discovery of {scen.name} ({', '.join(missing)}) took over "
-                             f"{DISCOVERY_TIMEOUT * len(missing) + 60:.0f} s: stopped") from None
+        procs = _discover_apart(scen, backend, window, missing, mutation)
         # a failing uninjected run is cached like a passing one (the subprocess exits 1)
-        if any(_missing(p) for p in paths) and proc.returncode not in (0, 1):
-            why = f"discovery of {scen.name} failed: {reason_of(proc.returncode, proc.stderr)}"
-            raise UsageError(why) if proc.returncode == EXIT_USAGE else SubprocessFailed(why)
+        for ending, proc in procs.items():
+            cached = not _missing(_cache_path(scen, backend, ending, mutation))
+            if not cached and proc.returncode not in (0, 1):
+                why = f"discovery of {scen.name} failed: {reason_of(proc.returncode, proc.stderr)}"
+                raise UsageError(why) if proc.returncode == EXIT_USAGE else SubprocessFailed(why)
         if any(_missing(p) for p in paths):  # it cached under another key
             raise UsageError(f"discovery of {scen.name} ran but cached under another key: "
                              "were Nova, fake_driver or the harness edited meanwhile?")
