@@ -14,9 +14,11 @@ from harness.front import pytest_plugin as plugin
 
 
 class Config:
-    def __init__(self, jobs="auto"):
+    def __init__(self, jobs="auto", workers=None):
         self.stash = pytest.Stash()
         self.jobs = jobs
+        if workers is not None:  # an xdist worker's
+            self.workerinput = {"workercount": workers}
 
     def getoption(self, name):
         assert name == "--chaos-jobs"
@@ -72,16 +74,21 @@ def test_a_free_shard_is_run_by_the_first_worker_to_need_it(monkeypatch, tmp_pat
 
 
 @pytest.mark.parametrize("workers, option, expected", [
-    (None, "auto", 2), ("2", "auto", 1), ("4", "auto", 1), ("2", "3", 3)])
+    (None, "auto", 2), (2, "auto", 1), (4, "auto", 1), (2, "3", 3)])
 def test_a_shard_worker_gets_the_cores_per_xdist_worker(monkeypatch, workers, option, expected):
     monkeypatch.setattr("harness.execute.executor.cores", lambda: 2)
-    if workers is None:
-        monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
-    else:
-        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
-    assert plugin._jobs(Config(option)) == expected
+    assert plugin._jobs(Config(option, workers)) == expected
 
 
 def test_a_bad_jobs_option_is_a_usage_error():
     with pytest.raises(pytest.UsageError, match="--chaos-jobs"):
         plugin._jobs(Config("0"))
+
+
+def test_one_shard_per_worker_of_consecutive_points():
+    points = [f"p{n}" for n in range(7)]
+    items = [Item("s", p, "source", "revert") for p in points]
+    assert {plugin.shard_of(i, points, 1) for i in items} == {"s|resize|periodic|clean|shard0"}
+    two = [plugin.shard_of(i, points, 2)[-1] for i in items]
+    assert two == ["0", "0", "0", "0", "1", "1", "1"]
+    assert plugin.workers(Config()) == 1 and plugin.workers(Config(workers=3)) == 3

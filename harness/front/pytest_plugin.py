@@ -12,7 +12,7 @@ An ending whose uninjected run fails (discovery's own run, cached) is a
 test of its own, ``SCENARIO/uninjected/none/ENDING``, that fails with the
 run's checks; that ending's items are not swept (each would only repeat it).
 
-Items are grouped in shards of consecutive points. The first item of a
+Items are grouped in shards of consecutive points, one per xdist worker. The first item of a
 shard to run, on whichever xdist worker, runs the whole shard in a worker
 subprocess (by fork on eventlet) under a file lock; the shard's other items,
 on any worker, read the results it wrote. A worker whose shard another is
@@ -51,8 +51,9 @@ def pytest_addoption(parser):
                     "shared among the xdist workers, at least 1)")
 
 
-#: shards per (scenario, mutation): a shard shares one scenario prefix
-SHARDS = 4
+def workers(config) -> int:
+    """This session's xdist workers (1 without xdist): every worker collects the same count."""
+    return int(getattr(config, "workerinput", {}).get("workercount", 1))
 
 
 class Shards:
@@ -92,8 +93,11 @@ def pytest_configure(config):
         os.environ["PYTEST_XDIST_TESTRUNUID"] = run
 
 
-def shard_of(item, points) -> str:
-    index = points.index(item.point) * SHARDS // max(len(points), 1)
+def shard_of(item, points, shards: int) -> str:
+    """One of ``shards`` runs of consecutive points (one per xdist worker: each shard pays
+    for a subprocess that imports Nova and runs the prefix; with -n 0, one shard runs
+    everything as ``nova-chaos run`` would)."""
+    index = points.index(item.point) * shards // max(len(points), 1)
     return f"{item.scenario}|{item.window}|{item.fault}|{item.mutation or 'clean'}|shard{index}"
 
 
@@ -130,7 +134,8 @@ def pytest_generate_tests(metafunc):
             raise pytest.UsageError(str(exc)) from None
     for item in chosen:
         name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,
-                                                                               item.window)]))
+                                                                               item.window)]),
+                        workers(config))
         shards.items.setdefault(name, []).append(item)
         shards.traces.setdefault(name, {}).update(planned.traces)
         shards.of[item.id] = name
@@ -241,7 +246,6 @@ def _run_unstarted(config) -> bool:
 
 def _jobs(config) -> int:
     """CPU slots for one shard's worker: ``--chaos-jobs``, else the cores per xdist worker."""
-    import os
     from harness.execute.executor import cores, jobs_value
     text = config.getoption("--chaos-jobs")
     if text != "auto":
@@ -249,8 +253,7 @@ def _jobs(config) -> int:
             return jobs_value(text)
         except ValueError:
             raise pytest.UsageError(f"--chaos-jobs {text!r}: a number >= 1 or auto") from None
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    return max(1, cores() // workers)
+    return max(1, cores() // workers(config))
 
 
 def _run_shard(shard, traces, backend, jobs) -> list:
