@@ -124,11 +124,64 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
                 os.unlink(path)
     if backend == "threads" and not here:
         return points_without_nova(scen, backend, window, endings, mutation)
+    missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
+    if backend == "threads" and len(missing) > 1 and _alone():
+        _discover_forked(scen, missing, mutation)
     for path, ending in paths.items():
-        with _discovery_lock(path):  # another process discovering the same input: wait, then read
-            if _missing(path):
-                _discover_and_cache(scen, ending, path, mutation)
+        _discover_once(scen, ending, path, mutation)
     return _traces(scen, window, paths)
+
+
+def _discover_once(scen, ending: str, path: str, mutation) -> None:
+    with _discovery_lock(path):  # another process discovering the same input: wait, then read
+        if _missing(path):
+            _discover_and_cache(scen, ending, path, mutation)
+
+
+def _alone() -> bool:
+    """This process may fork (no thread but this one: Nova imported, no cloud up yet)."""
+    import threading
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _discover_forked(scen, missing: list, mutation) -> None:
+    """Each missing ending's run in a child of this process, as many at once as it has cores.
+
+    Nova is imported once, here, before any thread starts; each child runs
+    its ending on real threads and leaves (3 endings one after another took
+    20 s cold, paid by the first run after any edit of the harness). A child
+    that fails or outlives :data:`DISCOVERY_TIMEOUT` is killed and its ending
+    run again here, where it fails as it would have anyway.
+    """
+    import signal
+    from harness.execute.executor import cores
+    pending, running = list(missing), {}
+    try:
+        while pending or running:
+            while pending and len(running) < cores():
+                path, ending = pending.pop(0)
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the child
+                    code = 3
+                    try:
+                        signal.alarm(int(DISCOVERY_TIMEOUT))  # ends it if stuck
+                        _discover_once(scen, ending, path, mutation)
+                        code = 0
+                    finally:
+                        os._exit(code)
+                running[pid] = time.monotonic() + DISCOVERY_TIMEOUT + 30
+            for pid, deadline in list(running.items()):
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running
+                    if time.monotonic() < deadline:
+                        continue
+                    os.kill(pid, signal.SIGKILL)  # its alarm did not end it
+                    os.waitpid(pid, 0)
+                running.pop(pid)
+            time.sleep(0.05)
+    finally:
+        for pid in running:  # interrupted: no orphan
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def _missing(path: str) -> bool:
@@ -211,32 +264,6 @@ def _discover_and_cache(scen, ending: str, path: str, mutation=None) -> None:
     files.atomic_write(path, json.dumps({"points": points, "uninjected": record.to_json()}))
 
 
-def _discover_apart(scen, backend: str, window: str, endings: list, mutation) -> dict:
-    """``{ending: finished nova-chaos points process}``: one subprocess per ending, as many
-    at once as this process has cores (each imports Nova; 3 endings one after another
-    took 20 s cold, paid by the first run after any edit of the harness)."""
-    import concurrent.futures
-    import subprocess
-    import sys
-    from harness.execute.executor import cores
-
-    def one(ending):
-        try:
-            return subprocess.run(
-                [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
-                 "--window", window, "--ending", ending,
-                 *(("--mutate", mutation) if mutation else ())],
-                capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT + 60,
-                env=dict(os.environ, PYTHONWARNINGS="ignore"))
-        except subprocess.TimeoutExpired:
-            raise SubprocessFailed(f"discovery of {scen.name} ({ending}) took over "
-                                   f"{DISCOVERY_TIMEOUT + 60:.0f} s: stopped") from None
-    # threads only to wait on the subprocesses; all joined before this returns (a fork
-    # parent must be alone)
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(endings), cores()))) as pool:
-        return dict(zip(endings, pool.map(one, endings)))
-
-
 def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, endings=None,
                         mutation=None) -> dict:
     """Like :func:`discover`, but never imports Nova in this process.
@@ -251,13 +278,22 @@ def points_without_nova(scen, backend: str, window: str = DEFAULT_WINDOW, ending
     paths = _parts(scen, backend, endings, mutation)
     missing = [e for path, e in paths.items() if _missing(path)]
     if missing:
-        procs = _discover_apart(scen, backend, window, missing, mutation)
+        import subprocess
+        import sys
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "harness", "points", scen.path, "--backend", backend,
+                 "--window", window, *(a for e in missing for a in ("--ending", e)),
+                 *(("--mutate", mutation) if mutation else ())],
+                capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT * len(missing) + 60,
+                env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        except subprocess.TimeoutExpired:
+            raise SubprocessFailed(f"discovery of {scen.name} ({', '.join(missing)}) took over "
+                             f"{DISCOVERY_TIMEOUT * len(missing) + 60:.0f} s: stopped") from None
         # a failing uninjected run is cached like a passing one (the subprocess exits 1)
-        for ending, proc in procs.items():
-            cached = not _missing(_cache_path(scen, backend, ending, mutation))
-            if not cached and proc.returncode not in (0, 1):
-                why = f"discovery of {scen.name} failed: {reason_of(proc.returncode, proc.stderr)}"
-                raise UsageError(why) if proc.returncode == EXIT_USAGE else SubprocessFailed(why)
+        if any(_missing(p) for p in paths) and proc.returncode not in (0, 1):
+            why = f"discovery of {scen.name} failed: {reason_of(proc.returncode, proc.stderr)}"
+            raise UsageError(why) if proc.returncode == EXIT_USAGE else SubprocessFailed(why)
         if any(_missing(p) for p in paths):  # it cached under another key
             raise UsageError(f"discovery of {scen.name} ran but cached under another key: "
                              "were Nova, fake_driver or the harness edited meanwhile?")
