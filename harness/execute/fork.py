@@ -389,8 +389,8 @@ class _BranchingInjector(injection.Injector):
         left, inherited = [], {}
         for ending in endings:
             key = memo.key(digest, rest_of(ending))
-            if wait:
-                continuation, why = self.sweep.store.take(key, self.sweep.timeout, self._idle)
+            if wait:  # a quarter of the item's bound: the rest may still run here after it
+                continuation, why = self.sweep.store.take(key, self.sweep.timeout / 4, self._idle)
                 self.waited = why or self.waited
             else:
                 continuation = self.sweep.store.get(key)
