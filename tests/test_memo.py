@@ -106,3 +106,61 @@ def test_the_store_keeps_a_continuation_by_key(tmp_path):
     assert store.get("k") is None
     store.put("k", memo.Continuation([], None, None, "there", ["p#1"], "log", "item x"))
     assert store.get("k").trace == ["p#1"] and store.get("k").source == "item x"
+
+
+def _claim_in_child(store_dir, key, then, hold=0.0):
+    """Fork a process that claims ``key``, then, after ``hold`` s, stores it (``then`` = "put")
+    or leaves without storing ("die"); returns its pid once the claim is held."""
+    import os
+    import time
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            store = memo.Store(store_dir)
+            assert store.take(key, 1.0) == (None, None)
+            os.write(w, b"x")
+            time.sleep(hold)
+            if then == "put":
+                store.put(key, memo.Continuation([], None, None, "there", [], "", "the holder"))
+        finally:
+            os._exit(0)
+    os.read(r, 1)
+    os.close(r), os.close(w)
+    return pid
+
+
+def test_a_claimed_continuation_is_waited_for_not_run_again(tmp_path):
+    import os
+    store, calls = memo.Store(str(tmp_path)), []
+    pid = _claim_in_child(str(tmp_path), "k", "put", hold=0.3)
+    found, why = store.take("k", 30.0, calls.append)
+    os.waitpid(pid, 0)
+    assert why is None and found.source == "the holder"
+    assert calls == [True, False]  # the slot was given back while waiting, then taken again
+    assert store.claims == {}      # nothing left to run: no claim held
+
+
+def test_a_holder_that_stores_nothing_leaves_the_rest_to_its_waiter(tmp_path):
+    import os
+    store = memo.Store(str(tmp_path))
+    pid = _claim_in_child(str(tmp_path), "k", "die", hold=0.2)
+    assert store.take("k", 30.0) == (None, None)
+    os.waitpid(pid, 0)
+    assert "k" in store.claims  # this process runs it now, claimed
+    other = memo.Store(str(tmp_path))
+    assert other.take("k", 0.1)[1].startswith("waited 0 s for key k")  # the bound, reported
+    store.release_all()
+    assert store.claims == {} and other.take("k", 0.1) == (None, None)
+
+
+def test_a_wait_past_its_bound_runs_the_rest_here_and_says_so(tmp_path):
+    import os
+    import time
+    store = memo.Store(str(tmp_path))
+    pid = _claim_in_child(str(tmp_path), "k", "put", hold=2.0)
+    started = time.monotonic()
+    found, why = store.take("k", 0.3)
+    assert found is None and "waited 0 s for key k, claimed by another process" in why
+    assert time.monotonic() - started < 1.5 and "k" not in store.claims
+    os.waitpid(pid, 0)

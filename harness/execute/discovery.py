@@ -124,11 +124,64 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
                 os.unlink(path)
     if backend == "threads" and not here:
         return points_without_nova(scen, backend, window, endings, mutation)
+    missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
+    if backend == "threads" and len(missing) > 1 and _alone():
+        _discover_forked(scen, missing, mutation)
     for path, ending in paths.items():
-        with _discovery_lock(path):  # another process discovering the same input: wait, then read
-            if _missing(path):
-                _discover_and_cache(scen, ending, path, mutation)
+        _discover_once(scen, ending, path, mutation)
     return _traces(scen, window, paths)
+
+
+def _discover_once(scen, ending: str, path: str, mutation) -> None:
+    with _discovery_lock(path):  # another process discovering the same input: wait, then read
+        if _missing(path):
+            _discover_and_cache(scen, ending, path, mutation)
+
+
+def _alone() -> bool:
+    """This process may fork (no thread but this one: Nova imported, no cloud up yet)."""
+    import threading
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _discover_forked(scen, missing: list, mutation) -> None:
+    """Each missing ending's run in a child of this process, as many at once as it has cores.
+
+    Nova is imported once, here, before any thread starts; each child runs
+    its ending on real threads and leaves (3 endings one after another took
+    20 s cold, paid by the first run after any edit of the harness). A child
+    that fails or outlives :data:`DISCOVERY_TIMEOUT` is killed and its ending
+    run again here, where it fails as it would have anyway.
+    """
+    import signal
+    from harness.execute.executor import cores
+    pending, running = list(missing), {}
+    try:
+        while pending or running:
+            while pending and len(running) < cores():
+                path, ending = pending.pop(0)
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the child
+                    code = 3
+                    try:
+                        signal.alarm(int(DISCOVERY_TIMEOUT))  # ends it if stuck
+                        _discover_once(scen, ending, path, mutation)
+                        code = 0
+                    finally:
+                        os._exit(code)
+                running[pid] = time.monotonic() + DISCOVERY_TIMEOUT + 30
+            for pid, deadline in list(running.items()):
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running
+                    if time.monotonic() < deadline:
+                        continue
+                    os.kill(pid, signal.SIGKILL)  # its alarm did not end it
+                    os.waitpid(pid, 0)
+                running.pop(pid)
+            time.sleep(0.05)
+    finally:
+        for pid in running:  # interrupted: no orphan
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def _missing(path: str) -> bool:

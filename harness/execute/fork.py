@@ -203,6 +203,7 @@ class _BranchingInjector(injection.Injector):
         self.ending_chosen = False  # a target-child reached VERIFY_RESIZE and chose its ending
         self.baseline = False       # this process runs the uninjected baseline (memo): no branching
         self.marks = []             # memo.Mark: where this run's continuations to store start
+        self.waited = None          # a wait for another's continuation hit its bound: why
 
     def before_ending(self, run):
         if self._baseline_due():  # no point before the move's checkpoint (unshelve's are all
@@ -296,12 +297,18 @@ class _BranchingInjector(injection.Injector):
         rest it took from another), unless it stopped short (a stuck or starved run must not
         make others errors) or they are kept already."""
         store = self.sweep.store
-        if run.result.error is not None or (inherited is not None and inherited.error is not None):
+        if store is None:
             return
-        for mark in self.marks:
-            if store.get(mark.key) is None:
-                store.put(mark.key, mark.joined(run, inherited, source) if inherited is not None
-                          else mark.continuation(run, source))
+        try:
+            if run.result.error is not None or (inherited is not None
+                                                and inherited.error is not None):
+                return
+            for mark in self.marks:
+                if store.get(mark.key) is None:
+                    store.put(mark.key, mark.joined(run, inherited, source)
+                              if inherited is not None else mark.continuation(run, source))
+        finally:
+            store.release_all()  # stored or never will be: a waiting sibling goes on
 
     def before_deletes(self, run):
         """After the ending's checkpoint: an item in a state met before inherits the deletes."""
@@ -312,7 +319,8 @@ class _BranchingInjector(injection.Injector):
             if digest is not None:
                 self.marks.append(memo.Mark.of(run, memo.key(digest, _deletes(run.ending))))
             return
-        left, digest, inherited = self._inherit(run, [run.ending], f"after-{run.ending}", _deletes)
+        left, digest, inherited = self._inherit(run, [run.ending], f"after-{run.ending}", _deletes,
+                                                wait=True)
         if not left:  # its rest from VERIFY_RESIZE: its ending, then the deletes it inherited
             self._store(run, f"item {self._item(run.ending).id}", inherited[run.ending])
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
@@ -366,21 +374,28 @@ class _BranchingInjector(injection.Injector):
         if digest is not None:
             self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
 
-    def _inherit(self, run, endings, where, rest_of=lambda ending: ending) -> tuple:
+    def _inherit(self, run, endings, where, rest_of=lambda ending: ending, wait=False,
+                 digest=None) -> tuple:
         """At checkpoint ``where``, write the items of ``endings`` whose continuation
         (``rest_of(ending)``) is stored: ``(the endings left to run, the state's digest or
-        None, {ending: the continuation it inherited})``."""
+        None, {ending: the continuation it inherited})``. ``wait``: this process runs the
+        endings left itself (it forks no more): wait for a continuation another process
+        has claimed, and claim the others (:meth:`memo.Store.take`)."""
         inj = self.injection
         reached = {cp.name for cp in run.result.checkpoints}
         if self.sweep.store is None or not self.strike.over(reached):
             return endings, None, {}  # the injection is not over: its item runs in full
-        digest = self._digest(run)
+        digest = digest or self._digest(run)
         if digest is None:
             return endings, None, {}
         left, inherited = [], {}
         for ending in endings:
             key = memo.key(digest, rest_of(ending))
-            continuation = self.sweep.store.get(key)
+            if wait:  # a quarter of the item's bound: the rest may still run here after it
+                continuation, why = self.sweep.store.take(key, self.sweep.timeout / 4, self._idle)
+                self.waited = why or self.waited
+            else:
+                continuation = self.sweep.store.get(key)
             if continuation is None:
                 left.append(ending)
                 continue
@@ -403,8 +418,22 @@ class _BranchingInjector(injection.Injector):
                                             lambda: run.where)
         run.ending = chosen[2] if chosen is not None else endings[0]
         self.ending_chosen = True
-        if digest is not None:  # its continuation, for the items that reach the same state later
-            self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
+        if digest is None:
+            return
+        # forked: one ending here. A sibling may have claimed its rest meanwhile: wait for it
+        left, _, _ = self._inherit(run, [run.ending], run.operation.mid, wait=True, digest=digest)
+        if not left:
+            self.sweep.brancher.reap(block=True)
+            os._exit(0)
+        # its continuation, for the items that reach the same state later
+        self.marks.append(memo.Mark.of(run, memo.key(digest, run.ending)))
+
+    def _idle(self, waiting: bool):
+        """Around a wait for another process's continuation: its CPU slot goes to another."""
+        if waiting:
+            self.sweep.brancher.slots.release()
+        else:
+            self.sweep.brancher.slots.acquire()
 
     def _report_and_exit(self, run, point, target, started):
         """Judge this process's item and leave. A target-child that stopped before
@@ -417,8 +446,10 @@ class _BranchingInjector(injection.Injector):
             for ending in endings:
                 run.ending = ending
                 item = self._item(ending)
-                self.sweep.write(campaign.judge(item, run, self.injection, self.sweep.traces,
-                                                self.sweep.entries, started))
+                record = campaign.judge(item, run, self.injection, self.sweep.traces,
+                                        self.sweep.entries, started)
+                record.memo = record.memo or self.waited  # reported: it ran in full, slower
+                self.sweep.write(record)
                 self._store(run, f"item {item.id}")
             self.sweep.brancher.reap(block=True)  # this process's own children, if any
             code = 0

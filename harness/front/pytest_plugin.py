@@ -12,11 +12,18 @@ An ending whose uninjected run fails (discovery's own run, cached) is a
 test of its own, ``SCENARIO/uninjected/none/ENDING``, that fails with the
 run's checks; that ending's items are not swept (each would only repeat it).
 
-Items are grouped in shards of consecutive points. The first item of a
+Items are grouped in shards of consecutive points, one per xdist worker. The first item of a
 shard to run, on whichever xdist worker, runs the whole shard in a worker
 subprocess (by fork on eventlet) under a file lock; the shard's other items,
-on any worker, read the results it wrote. Node ids are plain (no xdist
+on any worker, read the results it wrote. A worker whose shard another is
+running runs a shard nobody has started meanwhile: xdist hands out
+consecutive items, so both workers of ``-n 2`` reach the same shard at
+once, and one of them used to wait through it. Node ids are plain (no xdist
 group suffix), so they are the same with ``-n 0`` and ``-n auto``.
+
+Each shard's worker gets the cores shared among the xdist workers
+(``--chaos-jobs``): ``-n 0`` gives one shard at a time every core, ``-n 2``
+on two cores one each to two shards at once, never more processes than cores.
 """
 from __future__ import annotations
 
@@ -39,10 +46,14 @@ def pytest_addoption(parser):
                     help="only these point ids")
     group.addoption("--chaos-shard", default=None, metavar="K/N",
                     help="only the K-th of N slices of each campaign (as nova-chaos run --shard)")
+    group.addoption("--chaos-jobs", default="auto", metavar="N",
+                    help="CPU slots of each shard's worker (default: this process's cores "
+                    "shared among the xdist workers, at least 1)")
 
 
-#: shards per (scenario, mutation): a shard shares one scenario prefix
-SHARDS = 4
+def workers(config) -> int:
+    """This session's xdist workers (1 without xdist): every worker collects the same count."""
+    return int(getattr(config, "workerinput", {}).get("workercount", 1))
 
 
 class Shards:
@@ -82,8 +93,11 @@ def pytest_configure(config):
         os.environ["PYTEST_XDIST_TESTRUNUID"] = run
 
 
-def shard_of(item, points) -> str:
-    index = points.index(item.point) * SHARDS // max(len(points), 1)
+def shard_of(item, points, shards: int) -> str:
+    """One of ``shards`` runs of consecutive points (one per xdist worker: each shard pays
+    for a subprocess that imports Nova and runs the prefix; with -n 0, one shard runs
+    everything as ``nova-chaos run`` would)."""
+    index = points.index(item.point) * shards // max(len(points), 1)
     return f"{item.scenario}|{item.window}|{item.fault}|{item.mutation or 'clean'}|shard{index}"
 
 
@@ -120,7 +134,8 @@ def pytest_generate_tests(metafunc):
             raise pytest.UsageError(str(exc)) from None
     for item in chosen:
         name = shard_of(item, campaign.union(planned.traces[campaign.trace_key(item.scenario,
-                                                                               item.window)]))
+                                                                               item.window)]),
+                        workers(config))
         shards.items.setdefault(name, []).append(item)
         shards.traces.setdefault(name, {}).update(planned.traces)
         shards.of[item.id] = name
@@ -159,23 +174,27 @@ def _shared_dir() -> str:
 
 
 def _shard_once(chaos_item, config):
-    """Run the item's shard unless another worker did; then load its results."""
+    """Run the item's shard unless another worker did; then load its results.
+
+    While another worker holds the shard's lock (it is running it), run
+    shards nobody has started, then wait: the wait is bounded by that
+    worker's own bound on its shard's subprocess."""
     import fcntl
-    import hashlib
     import json
-    import os
 
     from harness.execute.record import Record
-    shards, backend = config.stash[SHARDS_KEY], config.stash[BACKEND]
-    name = shards.of[chaos_item.id]
-    base = os.path.join(_shared_dir(), hashlib.sha1(f"{name}|{backend}".encode()).hexdigest())
+    shards = config.stash[SHARDS_KEY]
+    base = _shard_base(shards.of[chaos_item.id], config)
     with open(base + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a worker running this shard holds it
-        if not os.path.exists(base + ".jsonl"):
-            lines = _run_shard(shards.items[name], shards.traces[name], backend)
-            with open(base + ".tmp", "w") as fh:
-                fh.write("\n".join(lines))
-            os.replace(base + ".tmp", base + ".jsonl")
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:  # another worker runs it: keep this core busy meanwhile
+                if not _run_unstarted(config):
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    break
+        _run_locked(shards.of[chaos_item.id], base, config)
     with open(base + ".jsonl") as fh:
         for line in fh:
             if line.startswith("{"):
@@ -183,7 +202,61 @@ def _shard_once(chaos_item, config):
                 shards.results[record.item.id] = record
 
 
-def _run_shard(shard, traces, backend) -> list:
+def _shard_base(name, config) -> str:
+    import hashlib
+    import os
+    backend = config.stash[BACKEND]
+    return os.path.join(_shared_dir(), hashlib.sha1(f"{name}|{backend}".encode()).hexdigest())
+
+
+def _run_locked(name, base, config) -> None:
+    """With the shard's lock held: run it, unless a worker did (its results are there)."""
+    import os
+    shards = config.stash[SHARDS_KEY]
+    if not os.path.exists(base + ".jsonl"):
+        lines = _run_shard(shards.items[name], shards.traces[name], config.stash[BACKEND],
+                           _jobs(config))
+        with open(base + ".tmp", "w") as fh:
+            fh.write("\n".join(lines))
+        os.replace(base + ".tmp", base + ".jsonl")
+
+
+def _run_unstarted(config) -> bool:
+    """Run the first shard, in plan order, that no worker has started: False if none is left."""
+    import fcntl
+    import os
+    for name in config.stash[SHARDS_KEY].items:
+        base = _shard_base(name, config)
+        if os.path.exists(base + ".jsonl"):
+            continue
+        with open(base + ".lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # running elsewhere
+                continue
+            if os.path.exists(base + ".jsonl"):
+                continue
+            try:
+                _run_locked(name, base, config)
+            except pytest.fail.Exception:  # that shard's own items run it again and say why
+                pass
+            return True
+    return False
+
+
+def _jobs(config) -> int:
+    """CPU slots for one shard's worker: ``--chaos-jobs``, else the cores per xdist worker."""
+    from harness.execute.executor import cores, jobs_value
+    text = config.getoption("--chaos-jobs")
+    if text != "auto":
+        try:
+            return jobs_value(text)
+        except ValueError:
+            raise pytest.UsageError(f"--chaos-jobs {text!r}: a number >= 1 or auto") from None
+    return max(1, cores() // workers(config))
+
+
+def _run_shard(shard, traces, backend, jobs) -> list:
     import json
     import os
     import subprocess
@@ -193,7 +266,7 @@ def _run_shard(shard, traces, backend) -> list:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "harness.front.worker", "--backend", backend, "--mode", mode,
-             "--jobs", str(os.cpu_count() or 1)],
+             "--jobs", str(jobs)],
             input=json.dumps({"items": [i.id for i in shard], "traces": traces}),
             capture_output=True, text=True, timeout=bound,
             env=dict(os.environ, PYTHONWARNINGS="ignore"))
