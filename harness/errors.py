@@ -34,8 +34,12 @@ class NovaUnusable(UsageError):
 class UnknownChoice(UsageError):
     """A named value (scenario, point id, target, ending, mutation) is unknown."""
 
+    #: how many valid choices the line names (every scenario; a point id's hundreds are cut)
+    SHOWN = 32
+
     def __init__(self, kind, value, choices):
-        shown = ", ".join(sorted(choices)[:12]) + (" ..." if len(choices) > 12 else "")
+        shown = (", ".join(sorted(choices)[:self.SHOWN])
+                 + (" ..." if len(choices) > self.SHOWN else ""))
         super().__init__(f"unknown {kind} {value!r}; valid: {shown or '(none)'}")
 
 
