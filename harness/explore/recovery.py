@@ -32,12 +32,12 @@ def check_and_delete(run, name: str) -> None:
         except ScenarioFailed as exc:  # Nova's answer after a fault is evidence, not the end
             refused.append(f"{boot.server}: {exc}")
     if refused:
-        run.ending_error = checks.Finding("liveness", f"delete {_after(name)}", "success",
+        run.ending_error = checks.Finding("liveness", f"delete {after_words(name)}", "success",
                                           "; ".join(refused))
     run.checkpoint("after-delete", run.ledger("after-delete"), converge=True)
 
 
-def _after(name: str) -> str:
+def after_words(name: str) -> str:
     """``after-restart`` -> ``after the restart``: how findings say where they were seen."""
     return name.replace("after-", "after the ", 1)
 

@@ -23,6 +23,7 @@ run on no host): the conductor's allocation swap is not struck yet.
 import fixtures
 
 from harness.faults import aftermath
+from harness.explore import point_ids
 from harness.faults.base import Fault
 
 #: placement's conflict document; what conflicted depends on what the request writes
@@ -75,7 +76,7 @@ class Placement(Fault):
 
     def strikes(self, scen, point_id, targets):
         """The host whose request it is; a conflict only where the request writes."""
-        label = point_id.split(">", 1)[1].rsplit("#", 1)[0]
+        label = point_ids.callee(point_id)
         if not label.startswith("placement.") or (self.status == 409 and label.endswith("GET")):
             return []
         return self.calling_host(scen, point_id, targets)

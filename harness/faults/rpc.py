@@ -28,6 +28,7 @@ import re
 import fixtures
 
 from harness.faults import aftermath
+from harness.explore import point_ids
 from harness.faults.base import Fault
 
 #: the variants, as the spec names them after ``rpc:``: the request lost, a call's reply lost
@@ -79,7 +80,7 @@ class Rpc(Fault):
         caller chooses)."""
         if self.variant:
             return self.variant
-        how = sends(point_id.split(">", 1)[1].rsplit("#", 1)[0])
+        how = sends(point_ids.callee(point_id))
         return f"lost-{next(iter(how))}" if len(how) == 1 else None
 
     def arm(self, injector):
@@ -88,7 +89,7 @@ class Rpc(Fault):
     def strikes(self, scen, point_id, targets):
         """The host sending the message at the point: an RPC API method that sends one
         (for a lost reply, one that calls)."""
-        label = point_id.split(">", 1)[1].rsplit("#", 1)[0]
+        label = point_ids.callee(point_id)
         if not label.split(".", 1)[0].endswith("_rpc"):
             return []
         how = sends(label)

@@ -25,6 +25,8 @@ import time
 
 from harness.errors import UsageError
 from harness.execute.item import Item, target_roles
+from harness.explore import point_ids
+from harness.explore.recovery import after_words as recovery_words
 
 #: where an RPC API's methods live: a boundary a Nova test may stub
 RPC_MODULES = ("nova.compute.rpcapi.", "nova.conductor.rpcapi.", "nova.scheduler.rpcapi.")
@@ -51,6 +53,7 @@ class Boundary:
     when: tuple = ()  # a save: ((field, value), ...) changed at that call
     after: bool = False  # the fault strikes as the call returns, not before it
     fails: str = ""  # the stub fails the call (a failure fault's Fault.fails_call)
+    settled: tuple = ()  # fails: ((server, where it rests, as _settled), ...) at after-failure
 
     @property
     def object(self) -> str:
@@ -161,7 +164,7 @@ def boundary_of(point_id: str, kill: bool = False) -> Boundary | None:
     """The named boundary a point calls, or None: an ``rpcapi`` method; with ``kill``
     also a libvirt driver method (stubbed on the dying host's driver)."""
     from harness.upstream import trigger
-    label = point_id.split(">", 1)[1].rsplit("#", 1)[0]
+    label = point_ids.callee(point_id)
     try:
         path, _ = trigger.callee_path(label)
     except UsageError:
@@ -192,7 +195,7 @@ def candidates(item: Item, trace: list) -> list:
     from harness import faults
     fault = faults.parse(item.fault)
     if fault.fails_call:
-        return failing(item, trace)
+        return failing(item, trace, fault)
     kill = fault.kills
     found = [boundary_of(p, kill) for p in trace]
     paths = [b.path if b else None for b in found]
@@ -237,28 +240,23 @@ def _settled(server: dict) -> tuple:
     return server["status"], server["OS-EXT-STS:task_state"], last, "fault" in server
 
 
-def failing(item: Item, trace: list) -> list:
+def failing(item: Item, trace: list, fault) -> list:
     """A failure fault's one candidate: the call at its point, failed by a stub that
     can tell that call apart -- a driver method its host calls once in the trace
     (the stub is that host's driver's), an ``rpcapi`` method called once."""
-    from harness import faults
     found = boundary_of(item.point, kill=True)
     if found is None or found.kind not in ("driver", "rpc"):
         raise UsageError(f"{item.point}: a recreate test fails a driver or rpcapi call")
-    host, label = item.point.split(":", 1)[0], _label(item.point)
-    same = [p for p in trace if _label(p) == label
+    host, label = item.point.split(":", 1)[0], point_ids.callee(item.point)
+    same = [p for p in trace if point_ids.callee(p) == label
             and (found.kind == "rpc" or p.split(":", 1)[0] == host)]
     if len(same) != 1:
         raise UsageError(f"{item.point}: a stub of {found.short} cannot tell its call apart "
                          f"(called {len(same)} times in the move)")
-    if faults.parse(item.fault).fails_at(item.point) is None:
+    if fault.fails_at(item.point) is None:
         raise UsageError(f"{item.point}: {found.short} casts or calls as its caller "
                          "chooses; a stub would not know which")
     return [(item, item.point, False)]
-
-
-def _label(point_id: str) -> str:
-    return point_id.split(">", 1)[1].rsplit("#", 1)[0]
 
 
 def judged_run(scen, item: Item, traces: dict, at: str | None = None,
@@ -298,8 +296,8 @@ def judged_run(scen, item: Item, traces: dict, at: str | None = None,
     record = campaign.judge(item, run, inj, traces, None, started)
     if found is not None:
         found = dataclasses.replace(found, when=seen.get("when", ()), after=after,
-                                    kill=fault.kills, fails=fault.fails_at(at) or "")
-    run.statuses = seen.get("status", {})
+                                    kill=fault.kills, fails=fault.fails_at(at) or "",
+                                    settled=tuple(sorted(seen.get("status", {}).items())))
     return run, record, found
 
 
@@ -396,7 +394,7 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
                          f"cold or live migration so far, not in {scen.operation.name}")
     found = steps(run, scen)
     logs = _log_expects(cause, record)
-    after = "after the failure" if fails else "after the restart"
+    after = recovery_words("after-failure" if fails else "after-restart")
     server = scen.moves[0].server
     recovery = _recovery(record, server, after) if kill or fails else None
     guests = _guests_left(run) if kill or fails else {}
@@ -414,7 +412,7 @@ def build(cause, item: Item, scen, run, record, boundary: Boundary) -> Recreate:
                          "evacuation's rebuild, not in the source's restart")
     roles = {r: h for r, h in run.tracer.hosts.items() if r in ("source", "dest")}
     status, task, event, fault = (
-        getattr(run, "statuses", {}).get(server, ("ACTIVE", None, None, False))
+        dict(boundary.settled).get(server, ("ACTIVE", None, None, False))
         if fails else (_status(record, server), None, None, False))
     rec = Recreate(cause, item, record, boundary, found, roles, logs,
                    recovery, in_ending, status, task_state=task, event=event, fault=fault,

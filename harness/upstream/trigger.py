@@ -14,7 +14,7 @@ import dataclasses
 
 from harness.errors import UsageError
 from harness.execute import runner
-from harness.explore import injection, yieldpoints
+from harness.explore import injection, point_ids, yieldpoints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,7 @@ def find(scen, item, traces) -> tuple:
     import time
     from harness.execute import campaign
     from harness.upstream import prelude
-    callee = item.point.split(":", 1)[1].split(">", 1)[1].rsplit("#", 1)[0]
+    callee = point_ids.callee(item.point)
     path, detail = callee_path(callee)
     role = item.point.split(":", 1)[0]
     seen = {}
