@@ -69,6 +69,29 @@ class Bug1607219(fixtures.Fixture):
             drop_pci_devices))
 
 
+class Bug1622854(fixtures.Fixture):
+    """Undo the fix for bug 1622854 (6689c96cdf): a freed device stays in the tracker's mappings.
+
+    ``PciDevTracker.free_device`` frees one device of a move (a confirm's
+    old device on the source, a revert's new one on the destination); the
+    fix also removes it from the tracker's ``allocations`` / ``claims``
+    (``_remove_device_from_pci_mapping``). Before it the device was
+    available again but still listed for the instance, so the next
+    periodic's ``clean_usage`` freed it a second time: ``PciDevice.free``
+    raises ``PciDeviceInvalidStatus`` and that node's periodic fails. We
+    make the removal do nothing (``free_device`` is its only caller).
+    """
+
+    description = "a device freed by a move stays listed for the instance: the next periodic fails"
+    bug = "https://bugs.launchpad.net/nova/+bug/1622854"
+    operation = "resize"
+
+    def _setUp(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.pci.manager.PciDevTracker._remove_device_from_pci_mapping",
+            lambda tracker, instance_uuid, pci_device, pci_mapping: None))
+
+
 class Bug1860555(fixtures.Fixture):
     """Undo the fix for bug 1860555 (f8b98390dc): an aborted claim is cleaned up on a copy.
 
@@ -152,7 +175,7 @@ class Bug2098496(fixtures.Fixture):
         del stats
 
 
-MUTATIONS = {"1641750": Bug1641750, "1607219": Bug1607219, "1860555": Bug1860555,
+MUTATIONS = {"1641750": Bug1641750, "1607219": Bug1607219, "1622854": Bug1622854, "1860555": Bug1860555,
              "2098496": Bug2098496}
 
 NOT_REPRODUCED: dict[str, str] = {}
