@@ -68,6 +68,20 @@ def _at(item, checkpoint) -> list:
             if f["checkpoint"] == checkpoint]
 
 
+def test_the_catalogue_is_listed():
+    """``nova-chaos mutations`` lists the built-in PCI mutations and every reviewed PCI bug."""
+    from harness.cloud import pci_mutations
+    proc = cli("mutations")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    for name, mutation in pci_mutations.MUTATIONS.items():
+        assert any(line.split()[:2] == [name, mutation.operation] for line in lines), name
+        assert mutation.bug.endswith(f"/+bug/{name}") and mutation.__doc__.count(name)
+    for bug in pci_mutations.NOT_REPRODUCED:
+        assert any(line.split()[:4] == [bug, "(not", "built", "in)"] for line in lines), bug
+    assert not set(pci_mutations.MUTATIONS) & set(pci_mutations.NOT_REPRODUCED)
+
+
 def test_1641750_caught_at_the_confirms(tmp_path):
     items = _run(tmp_path, "pci-vf-resize", "--mutate", "1641750",
                  "--ending", "confirm", "--ending", "auto-confirm")

@@ -164,4 +164,18 @@ NOT_REPRODUCED = {
                "(fixed by 63ffba7496): the libvirt rollback_live_migration_at_source only "
                "re-attaches migrate_data.vifs (Neutron ports); the scenarios' VFs come from "
                "flavors and the servers have no ports",
+    "1893221": "a live migration's PCI claim for SR-IOV ports ignored the guest's NUMA cells on "
+               "the destination (fixed by 1273c5ee0b, in _claim_pci_for_instance_vifs): a port "
+               "path; the scenarios' servers have no ports, and pci-live-migration's "
+               "destination has one NUMA cell",
+    "1549984": "Claim._test_pci claimed the devices while only testing, so a claim refused for "
+               "another resource kept them (fixed by 66e79e1bbc): needs a claim that passes PCI "
+               "and fails on CPUs or memory; every claim in the PCI scenarios succeeds and no "
+               "fault makes one fail",
+    "1633120": "a device_spec typo made the tracker delete allocated devices' rows (fixed by "
+               "26c41eccad): needs a device_spec change at a restart; the harness restarts with "
+               "the same configuration",
+    "1892361": "a device whose type changed at a restart stayed in its old pool (fixed by "
+               "b8695de6da): needs the hypervisor to report a changed device; the fake hosts' "
+               "devices never change",
 }
