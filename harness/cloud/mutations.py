@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fixtures
 
+from harness.cloud import pci_mutations
 from harness.errors import HarnessError, UnknownChoice
 
 
@@ -490,6 +491,7 @@ MUTATIONS = {"1944759": Bug1944759, "1845146": Bug1845146, "1849165": Bug1849165
              "1628606": Bug1628606,
              "selftest-vanish": VanishOnConfirm, "selftest-revert-keeps-dest": RevertKeepsDest,
              "selftest-stray-thread": StrayThread, "selftest-extra-read": ExtraRead}
+MUTATIONS.update(pci_mutations.MUTATIONS)  # upstream PCI bugs (issue 34, item 4)
 
 
 #: upstream failure-path bugs reviewed and not re-introduced: bug -> why not in-process
@@ -513,6 +515,7 @@ NOT_REPRODUCED = {
                "revert is done) and has no fault that deletes at a point, so it does not apply "
                "on clean Nova 34 with these faults",
 }
+NOT_REPRODUCED.update(pci_mutations.NOT_REPRODUCED)
 
 
 def discovered_as(name: str | None) -> str | None:
