@@ -94,29 +94,73 @@ def _take(pools: dict, dev: dict) -> None:
 def shift_allocation(snap: dict, consumer: str, host: str, sign: int, flavor) -> None:
     """Add (``sign`` +1) or take ``flavor``'s PCI resources to ``consumer``'s allocation
     on ``host``'s PCI providers and to their usages (``_undo_allocation``'s PCI half):
-    taken from the providers that hold them, added to the first that can."""
+    taken from the providers that hold them, added to the first that can. A consumer
+    the view did not read (a deleted server's migration): the providers' usages only,
+    as ``_undo_allocation`` does, taken from those that have some."""
     from harness.oracles.ledger import pci_resource_class
     pci = snap.get("pci")
     if pci is None or not pci["in_placement"].get(host):
         return
     providers = pci["placement"]["providers"]
-    mine = pci["placement"]["allocations"].setdefault(consumer, {})
+    allocations = pci["placement"]["allocations"]
+    # read: the placement view has the consumer (its PCI half lists only one holding some)
+    read = "placement" not in snap or consumer in snap["placement"]["allocations"]
+    mine = allocations.setdefault(consumer, {}) if read else {}
     for label, count in pci_demand(flavor, pci["aliases"]).items():
         rc = pci_resource_class(label)
         names = sorted(n for n, p in providers.items()
                        if n.startswith(f"{host}_") and rc in p["inventory"])
+        def holding(name: str) -> int:  # what can be taken there
+            return (mine.get(name, {}) if read else providers[name]["usages"]).get(rc, 0)
         if sign < 0:
-            names = [n for n in names if mine.get(n, {}).get(rc)]
+            names = [n for n in names if holding(n)]
         for name in names:
             if not count:
                 break
-            n = count if sign > 0 else min(count, mine[name][rc])
-            for amounts in (mine.setdefault(name, {}), providers[name]["usages"]):
+            n = count if sign > 0 else min(count, holding(name))
+            for amounts in ((mine.setdefault(name, {}),) if read else ()) + (
+                    providers[name]["usages"],):
                 amounts[rc] = amounts.get(rc, 0) + sign * n
                 if not amounts[rc]:
                     del amounts[rc]
-            if not mine[name]:
+            if read and not mine[name]:
                 del mine[name]
             count -= n
-    if not mine:
-        del pci["placement"]["allocations"][consumer]
+    if read and not mine:
+        del allocations[consumer]
+
+
+def shift_domains(snap: dict, host: str, server: str, flavor, kinds: tuple, sign: int) -> bool:
+    """A cause's ``domain`` effect's PCI half: take (``sign`` -1) the devices ``server``'s
+    domains on ``host`` hold from the fake host's ``kinds`` ("defined", "running"), up to
+    what ``flavor`` asks for; or (+1: the host lacks the domain) give them the devices the
+    tracker holds for ``server`` there. False if the devices were not all there to move."""
+    pci = snap.get("pci")
+    if pci is None or host not in pci["truth"]:
+        return True
+    devices = pci["tracker"][host]["devices"]
+    truth = pci["truth"][host]
+
+    def label(addr: str) -> str | None:
+        dev = devices.get(addr)
+        return f"{dev['kind']} {dev['device']}" if dev else None
+    ok = True
+    for kind in kinds:
+        held = truth[kind]
+        for want, count in pci_demand(flavor, pci["aliases"]).items():
+            if sign < 0:
+                addrs = sorted(a for a, s in held.items() if s == server and label(a) == want)
+            else:
+                have = sum(1 for a, s in held.items() if s == server and label(a) == want)
+                count -= have
+                addrs = sorted(a for a, d in devices.items() if d["status"] in HELD
+                               and d["server"] == server and label(a) == want
+                               and a not in held)
+            ok = ok and len(addrs) >= count
+            for addr in addrs[:max(count, 0)]:
+                if sign < 0:
+                    del held[addr]
+                else:
+                    held[addr] = server
+        truth[kind] = dict(sorted(held.items()))
+    return ok
