@@ -169,3 +169,20 @@ def test_a_restart_causes_source_effects_undo_the_pci_views_too():
         partial = causes.Bound(causes.Cause("c", "hard", "", "", "", ("restart",), ("*",),
                                             {}, fewer, ()), "vm1", bound.hosts)
         assert any(f.check == "pci" for f in causes.residual(cp, (partial,), scen))
+
+
+def test_counting_the_new_flavor_instead_of_the_old_moves_no_device():
+    """An ERROR instance whose tracker counts the new flavor where the ledger has the old
+    (driver-finish-migration-fails-flavor-reverted-topology-not: counts new, lacks old,
+    no domain on the destination): both flavors ask one VF, the tracker holds one, so
+    the two effects undone leave it held, though no domain names it."""
+    snap = clean()
+    snap["pci"]["truth"]["host-b"] = {"running": {}, "defined": {}}
+    before = copy.deepcopy(snap["pci"]["tracker"])
+    assert pci_undo.free_held(snap, "host-b", "vm1", LARGE)
+    assert pci_undo.hold_domains(snap, "host-b", "vm1", SMALL)
+    assert snap["pci"]["tracker"] == before
+    other = copy.deepcopy(snap)  # another snapshot: what was freed in this one is not its
+    other["pci"]["tracker"]["host-b"]["devices"]["0000:81:00.3"].update(status="available",
+                                                                        server=None)
+    assert not pci_undo.hold_domains(other, "host-b", "vm1", SMALL)

@@ -14,6 +14,16 @@ from __future__ import annotations
 from harness.oracles.ledger import pci_demand
 
 HELD = ("claimed", "allocated")
+#: what free_held freed in the snapshot being undone now (one at a time: the causes undo
+#: effects on one deep copy, in their order): ``{"pci": that snapshot's PCI view, "freed":
+#: {(host, server): [addresses]}}``, for a later effect on it that holds them again
+_UNDOING: dict = {"pci": None, "freed": {}}
+
+
+def _freed(pci: dict) -> dict:
+    if _UNDOING["pci"] is not pci:
+        _UNDOING.update(pci=pci, freed={})
+    return _UNDOING["freed"]
 
 
 def free_held(snap: dict, host: str, server: str, flavor) -> bool:
@@ -32,6 +42,7 @@ def free_held(snap: dict, host: str, server: str, flavor) -> bool:
         for addr in mine[:count]:
             devices[addr].update(status="available", server=None)
             _give_back(pools, devices[addr])
+            _freed(pci).setdefault((host, server), []).append(addr)
     for addr, dev in devices.items():  # a PF / VF blocked only by what was freed
         if dev["status"] in ("unavailable", "unclaimable") and not _blocked(devices, addr):
             dev["status"] = "available"
@@ -56,9 +67,9 @@ def _give_back(pools: dict, dev: dict) -> None:
 def hold_domains(snap: dict, host: str, server: str, flavor) -> bool:
     """The other way (an effect with ``sign`` -1: the tracker lacks ``flavor`` for
     ``server`` on ``host``): hold again the devices the host's domains of ``server``
-    hold (running or defined) that the tracker leaves free, up to what the flavor asks
-    for; block their PF / VFs and take them from the pools. False if the domains do
-    not name them all."""
+    hold (running or defined) that the tracker leaves free -- then those an earlier
+    effect freed for it there -- up to what the flavor asks for; block their PF / VFs
+    and take them from the pools. False if they do not name them all."""
     pci = snap.get("pci")
     if pci is None or host not in pci["tracker"]:
         return True
@@ -67,6 +78,9 @@ def hold_domains(snap: dict, host: str, server: str, flavor) -> bool:
     truth = pci["truth"][host]
     named = sorted({a for a, s in {**truth["defined"], **truth["running"]}.items()
                     if s == server and a in devices})
+    # then what an earlier effect of the same cause freed there (counts the new flavor,
+    # lacks the old: one device, the tracker's, whether or not a domain holds it)
+    named += [a for a in _freed(pci).get((host, server), []) if a not in named]
     ok = True
     for label, count in pci_demand(flavor, pci["aliases"]).items():
         have = sum(1 for d in devices.values() if d["status"] in HELD and d["server"] == server
