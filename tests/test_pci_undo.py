@@ -186,3 +186,20 @@ def test_counting_the_new_flavor_instead_of_the_old_moves_no_device():
     other["pci"]["tracker"]["host-b"]["devices"]["0000:81:00.3"].update(status="available",
                                                                         server=None)
     assert not pci_undo.hold_domains(other, "host-b", "vm1", SMALL)
+
+
+def test_a_round_trip_leaves_the_pools_as_nova_showed_them():
+    """Nova drops the pool of a PF its VF blocks (pci-vf-resize's host-b shows no
+    8086:1528 pool while vm1 holds a VF); freeing the VF and holding it again in one
+    undo must not leave an empty pool behind (the convergence diff would name it)."""
+    snap = clean()
+    host_b = snap["pci"]["tracker"]["host-b"]
+    host_b["devices"]["0000:81:00.0"] = {
+        "status": "unavailable", "server": None, "kind": "PF", "device": "8086:1528", "cell": 0,
+        "parent": None}
+    snap["pci"]["truth"]["host-b"] = {"running": {}, "defined": {}}
+    before = copy.deepcopy(host_b)
+    assert pci_undo.free_held(snap, "host-b", "vm1", LARGE)
+    assert host_b["pools"] == {"8086:1515 cell 0": 3, "8086:1528 cell 0": 1}
+    assert pci_undo.hold_domains(snap, "host-b", "vm1", SMALL)
+    assert host_b == before

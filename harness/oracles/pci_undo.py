@@ -17,13 +17,28 @@ HELD = ("claimed", "allocated")
 #: what free_held freed in the snapshot being undone now (one at a time: the causes undo
 #: effects on one deep copy, in their order): ``{"pci": that snapshot's PCI view, "freed":
 #: {(host, server): [addresses]}}``, for a later effect on it that holds them again
-_UNDOING: dict = {"pci": None, "freed": {}}
+_UNDOING: dict = {"pci": None, "freed": {}, "pools": {}}
+
+
+def _undoing(pci: dict, what: str) -> dict:
+    if _UNDOING["pci"] is not pci:
+        _UNDOING.update(pci=pci, freed={}, pools={})
+    return _UNDOING[what]
 
 
 def _freed(pci: dict) -> dict:
-    if _UNDOING["pci"] is not pci:
-        _UNDOING.update(pci=pci, freed={})
-    return _UNDOING["freed"]
+    return _undoing(pci, "freed")
+
+
+def _shift_pool(pci: dict, host: str, pools: dict, dev: dict, n: int) -> None:
+    """A device back in (``n`` +1) or out of its pool. A pool this undo brings back to
+    none where the view had no such pool goes again (Nova drops some empty pools --
+    a PF whose VFs block it -- and keeps others: a PF allocated itself)."""
+    key = f"{dev['device']} cell {dev['cell']}"
+    before = _undoing(pci, "pools").setdefault((host, key), pools.get(key))
+    pools[key] = pools.get(key, 0) + n
+    if not pools[key] and before is None:
+        del pools[key]
 
 
 def free_held(snap: dict, host: str, server: str, flavor) -> bool:
@@ -41,12 +56,12 @@ def free_held(snap: dict, host: str, server: str, flavor) -> bool:
         ok = ok and len(mine) >= count
         for addr in mine[:count]:
             devices[addr].update(status="available", server=None)
-            _give_back(pools, devices[addr])
+            _shift_pool(pci, host, pools, devices[addr], +1)
             _freed(pci).setdefault((host, server), []).append(addr)
     for addr, dev in devices.items():  # a PF / VF blocked only by what was freed
         if dev["status"] in ("unavailable", "unclaimable") and not _blocked(devices, addr):
             dev["status"] = "available"
-            _give_back(pools, dev)
+            _shift_pool(pci, host, pools, dev, +1)
     view["pools"] = dict(sorted(pools.items()))
     return ok
 
@@ -57,11 +72,6 @@ def _blocked(devices: dict, addr: str) -> bool:
     if dev["parent"] in devices:
         related.append(dev["parent"])
     return any(devices[r]["status"] in HELD for r in related)
-
-
-def _give_back(pools: dict, dev: dict) -> None:
-    key = f"{dev['device']} cell {dev['cell']}"
-    pools[key] = pools.get(key, 0) + 1
 
 
 def hold_domains(snap: dict, host: str, server: str, flavor) -> bool:
@@ -91,18 +101,13 @@ def hold_domains(snap: dict, host: str, server: str, flavor) -> bool:
         ok = ok and len(free) >= want
         for addr in free[:max(want, 0)]:
             devices[addr].update(status="allocated", server=server)
-            _take(pools, devices[addr])
+            _shift_pool(pci, host, pools, devices[addr], -1)
     for addr, dev in devices.items():  # a PF / VF now blocked by what is held again
         if dev["status"] == "available" and _blocked(devices, addr):
             dev["status"] = "unavailable"
-            _take(pools, dev)
+            _shift_pool(pci, host, pools, dev, -1)
     view["pools"] = dict(sorted(pools.items()))
     return ok
-
-
-def _take(pools: dict, dev: dict) -> None:
-    key = f"{dev['device']} cell {dev['cell']}"
-    pools[key] = pools.get(key, 0) - 1
 
 
 def shift_allocation(snap: dict, consumer: str, host: str, sign: int, flavor) -> None:
