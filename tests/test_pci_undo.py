@@ -203,3 +203,21 @@ def test_a_round_trip_leaves_the_pools_as_nova_showed_them():
     assert host_b["pools"] == {"8086:1515 cell 0": 3, "8086:1528 cell 0": 1}
     assert pci_undo.hold_domains(snap, "host-b", "vm1", SMALL)
     assert host_b == before
+
+
+def test_four_counter_effects_that_cancel_leave_the_device_held():
+    """rpc-lost-finish-resize-stranded-migration-allocation-orphaned at after-failure:
+    counts new, lacks old, lacks new, counts old on the destination (the last two on the
+    periodic's snapshot too, interleaved): the counters cancel, and so must the VF."""
+    snap, after = clean(), clean()
+    for s in (snap, after):
+        s["pci"]["truth"]["host-b"] = {"running": {}, "defined": {}}
+    before = copy.deepcopy(snap["pci"]["tracker"])
+    assert pci_undo.free_held(snap, "host-b", "vm1", LARGE)      # counts new
+    assert pci_undo.hold_domains(snap, "host-b", "vm1", SMALL)   # lacks old
+    assert pci_undo.hold_domains(snap, "host-b", "vm1", LARGE)   # lacks new (kept)
+    assert pci_undo.hold_domains(after, "host-b", "vm1", LARGE)  # ... on the periodic's
+    assert pci_undo.free_held(snap, "host-b", "vm1", SMALL)      # counts old (kept)
+    assert pci_undo.free_held(after, "host-b", "vm1", SMALL)     # ... on the periodic's
+    assert snap["pci"]["tracker"] == before
+    assert after["pci"]["tracker"] == before

@@ -11,19 +11,26 @@ what the tracker would show without the effect.
 """
 from __future__ import annotations
 
+import collections
+
 from harness.oracles.ledger import pci_demand
 
 HELD = ("claimed", "allocated")
-#: what free_held freed in the snapshot being undone now (one at a time: the causes undo
-#: effects on one deep copy, in their order): ``{"pci": that snapshot's PCI view, "freed":
-#: {(host, server): [addresses]}}``, for a later effect on it that holds them again
-_UNDOING: dict = {"pci": None, "freed": {}, "pools": {}}
+#: per snapshot being undone (the causes undo a cause's effects in order on a deep copy
+#: of the checkpoint's snapshot and, for those the periodic keeps, of the periodic's --
+#: interleaved): what an effect freed, what a lacks effect found held already, and the
+#: pools' first values, for the later effects on the same copy. A few copies at a time,
+#: each kept by reference so its id is not reused while it is known.
+_UNDOING: "collections.OrderedDict" = collections.OrderedDict()
 
 
 def _undoing(pci: dict, what: str) -> dict:
-    if _UNDOING["pci"] is not pci:
-        _UNDOING.update(pci=pci, freed={}, pools={})
-    return _UNDOING[what]
+    entry = _UNDOING.get(id(pci))
+    if entry is None or entry[0] is not pci:
+        entry = _UNDOING[id(pci)] = (pci, {"freed": {}, "credit": {}, "pools": {}})
+        while len(_UNDOING) > 8:
+            _UNDOING.popitem(last=False)
+    return entry[1][what]
 
 
 def _freed(pci: dict) -> dict:
@@ -54,7 +61,12 @@ def free_held(snap: dict, host: str, server: str, flavor) -> bool:
         mine = sorted(a for a, d in devices.items() if d["status"] in HELD
                       and d["server"] == server and f"{d['kind']} {d['device']}" == label)
         ok = ok and len(mine) >= count
-        for addr in mine[:count]:
+        # an earlier lacks effect of this undo that found these held already stands for
+        # them: (lacks new, counts old) is the tracker holding one device, the new's
+        credit = _undoing(pci, "credit")
+        spent = min(credit.get((host, server, label), 0), count)
+        credit[(host, server, label)] = credit.get((host, server, label), 0) - spent
+        for addr in mine[:count - spent]:
             devices[addr].update(status="available", server=None)
             _shift_pool(pci, host, pools, devices[addr], +1)
             _freed(pci).setdefault((host, server), []).append(addr)
@@ -99,6 +111,9 @@ def hold_domains(snap: dict, host: str, server: str, flavor) -> bool:
                 and f"{devices[a]['kind']} {devices[a]['device']}" == label]
         want = count - have
         ok = ok and len(free) >= want
+        if want < count:  # held already: a later counts effect of this undo frees none of them
+            credit = _undoing(pci, "credit")
+            credit[(host, server, label)] = credit.get((host, server, label), 0) + count - max(want, 0)
         for addr in free[:max(want, 0)]:
             devices[addr].update(status="allocated", server=server)
             _shift_pool(pci, host, pools, devices[addr], -1)
