@@ -408,14 +408,17 @@ def _undo(snap: dict, ev, b: Bound, e: Effect, scenario) -> bool:
     if e.consumer is not None:
         _undo_allocation(snap["placement"], f"{b.server} {e.consumer}", host,
                          -e.sign, placement_resources(flavor))
+        pci_undo.shift_allocation(snap, f"{b.server} {e.consumer}", host, -e.sign, flavor)
         return True
     sign = -e.sign  # undoing
     numa = snap["numa"].get(b.server) or {}
     cells = (numa.get(e.cells) or ev.chosen.get(b.server, {}).get(e.cells) or []) if e.cells else []
     if e.domain is not None:
         truth = snap["truth"][host]
-        for kind in ("defined", "running") if e.domain == "running" else ("defined",):
+        kinds = ("defined", "running") if e.domain == "running" else ("defined",)
+        for kind in kinds:
             _shift_cells(truth[kind], cells, sign, e.parts)
+        pci_undo.shift_domains(snap, host, b.server, flavor, kinds, sign)  # its hostdevs
         return True
     view = snap["rt"][host]
     if e.counters:
