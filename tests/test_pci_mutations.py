@@ -119,6 +119,7 @@ def test_mutations_leave_the_other_endings_as_clean_nova():
     assert verdict == "KNOWN" and checkpoints["after-confirm"] == "ok", checkpoints
 
 
+@pytest.mark.breadth  # CI: tests/test_scenarios.py runs each PCI scenario clean
 def test_clean_nova_passes_the_resize_endings():
     endings = _baseline("pci-vf-resize")
     assert endings["revert"][0] == "PASS", endings["revert"]
@@ -137,6 +138,7 @@ def test_2103636_caught_as_a_refused_live_migration():
     assert checkpoints == {"after-boot": "ok"}, checkpoints
 
 
+@pytest.mark.breadth  # CI: tests/test_scenarios.py runs each PCI scenario clean
 def test_clean_nova_live_migrates_the_vf():
     verdict, checkpoints, text = _baseline("pci-live-migration", "--ending", "success")["success"]
     assert verdict in ("PASS", "KNOWN"), text

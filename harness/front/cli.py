@@ -212,6 +212,9 @@ def build_parser():
     sp.add_argument("--known", help="also a point-list file of known findings (none shipped)")
     sp.add_argument("--jobs", default="auto", help="items at a time, or 'auto' (one per core)")
     sp.add_argument("--scenario", help="only the samples in this scenario")
+    sp.add_argument("--cause", action="append", metavar="NAME",
+                    help="only this root cause's samples (repeatable; `nova-chaos causes` "
+                    "lists them)")
     sp.add_argument("--samples", type=_positive, default=None, metavar="N",
                     help="at most N samples per cause, its first listed (default: all; "
                     "CI runs 1: every cause, its clearest item)")

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from harness.errors import UsageError
+from harness.errors import UnknownChoice, UsageError
 from harness.front import console
 from harness.front.console import EXIT_FINDINGS, EXIT_OK
 
@@ -361,9 +361,10 @@ def cmd_known(args) -> int:
     entries = known.load()
     jobs = console.jobs(args)
     only = args.scenario and scenario.load(args.scenario).name  # an unknown name: one line
+    _check_causes(args.cause or ())
     console.load(args)
     started = time.monotonic()
-    bad_causes, n_causes = _known_causes(only, jobs, args.backend, args.samples)
+    bad_causes, n_causes = _known_causes(only, jobs, args.backend, args.samples, args.cause)
     samples, traces_by = {}, {}
     names = list(scenario.available())
     windows = [campaign.DEFAULT_WINDOW] + [w for w in WINDOWS if w != campaign.DEFAULT_WINDOW]
@@ -427,10 +428,20 @@ def cmd_known(args) -> int:
     return EXIT_FINDINGS if bad or bad_causes else EXIT_OK
 
 
-def _known_causes(only, jobs, backend, per_cause=None) -> tuple:
+def _check_causes(chosen) -> None:
+    """An unknown root cause name: one line, before Nova loads."""
+    from harness.oracles import causes
+    names = {c.name for c in causes.load()}
+    for name in chosen:
+        if name not in names:
+            raise UnknownChoice("root cause", name, names)
+
+
+def _known_causes(only, jobs, backend, per_cause=None, chosen=None) -> tuple:
     """Run every root cause's sample items (``scenarios/cause-samples.toml``), or those in
-    scenario ``only``, at most ``per_cause`` of each (its first listed: the clearest):
-    each must come out known with its cause biting. ``(bad, checked)``."""
+    scenario ``only``, or those of the ``chosen`` causes, at most ``per_cause`` of each
+    (its first listed: the clearest): each must come out known with its cause biting.
+    ``(bad, checked)``."""
     from harness import scenario
     from harness.execute import executor, plan
     from harness.execute.item import Item
@@ -439,7 +450,7 @@ def _known_causes(only, jobs, backend, per_cause=None) -> tuple:
     names = {c.name for c in causes.load()}
     wanted = [(name, Item.parse(i)) for name, ids in
               by_cause.load_samples(os.path.join(scenario.SCENARIO_DIR, by_cause.SAMPLES_FILE)).items()
-              for i in ids[:per_cause]]
+              for i in ids[:per_cause] if not chosen or name in chosen]
     wanted = [(n, i) for n, i in wanted if not only or i.scenario == only]
     groups: dict = {}
     own = {}  # a cause of Nova's own path: its sample is discovery's uninjected run (cached)
