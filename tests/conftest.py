@@ -7,9 +7,19 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def cli(*args, env=None, timeout=600):
-    """Run ``nova-chaos`` in a subprocess; returns CompletedProcess (text)."""
+def cli(*args, env=None, timeout=600, interpreter=False):
+    """Run ``nova-chaos`` in a process of its own; returns CompletedProcess (text).
+
+    A fork of a server that imported Nova already (:mod:`tests.forkserver`),
+    unless ``interpreter`` (what a test of the process itself needs) or the
+    command's environment changes what is imported.
+    """
     full_env = dict(os.environ, PYTHONWARNINGS="ignore", **(env or {}))
+    if not interpreter and os.environ.get("NOVA_CHAOS_TEST_FORKSERVER", "1") != "0":
+        from tests import forkserver
+        done = forkserver.run(args, full_env, timeout)
+        if done is not None:
+            return done
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
                           text=True, env=full_env, cwd=ROOT, timeout=timeout)
 
