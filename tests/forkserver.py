@@ -105,8 +105,10 @@ def _server(backend: str):
     ready = threading.Timer(START_TIMEOUT, proc.kill)
     ready.start()
     try:
-        if proc.stdout.readline().strip() == b"ready":
-            _servers[backend] = path
+        for line in proc.stdout:  # Nova logs its import to stdout first
+            if line.strip() == b"ready":
+                _servers[backend] = path
+                break
     finally:
         ready.cancel()
     return _servers[backend]
@@ -137,6 +139,7 @@ def serve(path: str, backend: str) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped as they end
     parent = os.getppid()
     print("ready", flush=True)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nobody reads the pipe from now on
     warmed = False
     while os.getppid() == parent:  # the worker that started it is gone: stop
         try:
