@@ -67,26 +67,30 @@ def _backend(args, env) -> str:
     if "--backend" in args[:-1]:
         return args[args.index("--backend") + 1]
     from harness.cloud import nova_support
-    saved = os.environ.get(nova_support.BACKEND_ENV)
-    return env.get(nova_support.BACKEND_ENV) or (saved or None) or nova_support.default_backend()[0]
+    return env.get(nova_support.BACKEND_ENV) or nova_support.default_backend()[0]
 
 
 def _ask(path, request, timeout, args):
+    """The command's exit code; None if the server is gone before taking it (it never ran)."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(path)
-        conn.sendall(json.dumps(request).encode() + b"\n")
-        conn.settimeout(30)
-        lines = conn.makefile("r")
-        pid = json.loads(lines.readline())["pid"]
+        try:
+            conn.connect(path)
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            conn.settimeout(START_TIMEOUT)  # the server may be importing what a cloud needs
+            lines = conn.makefile("r")
+            pid = json.loads(lines.readline())["pid"]
+        except (OSError, ValueError, KeyError):
+            return None
         conn.settimeout(timeout)
         try:
             return json.loads(lines.readline())["code"]
         except socket.timeout:
             os.kill(pid, signal.SIGKILL)  # as subprocess.run does on its timeout
             raise subprocess.TimeoutExpired(args, timeout) from None
-    except (OSError, ValueError, KeyError):
-        return None
+        except (OSError, ValueError, KeyError) as exc:  # it ran: never run it twice
+            raise RuntimeError(f"fork server: no exit code for nova-chaos {' '.join(args)} "
+                               f"(pid {pid}): {exc!r}") from None
     finally:
         conn.close()
 
@@ -142,6 +146,8 @@ def serve(path: str, backend: str) -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nobody reads the pipe from now on
     warmed = False
     while os.getppid() == parent:  # the worker that started it is gone: stop
+        if not warmed and os.path.exists(modules):  # between commands, mostly
+            warmed = _warm(modules)
         try:
             conn, _ = listener.accept()
         except socket.timeout:
