@@ -9,6 +9,18 @@ from __future__ import annotations
 import fixtures
 
 
+def _wrap_drop_pci_devices(fixture, wrapper) -> None:
+    """Replace ``ResourceTracker._drop_pci_devices`` with ``wrapper(real, tracker, instance,
+    nodename, prefix)`` for ``fixture``'s life: the fix both bugs' reversals undo lives there."""
+    from nova.compute import resource_tracker
+    real = resource_tracker.ResourceTracker._drop_pci_devices
+
+    def drop_pci_devices(tracker, instance, nodename, prefix):
+        return wrapper(real, tracker, instance, nodename, prefix)
+    fixture.useFixture(fixtures.MonkeyPatch(
+        "nova.compute.resource_tracker.ResourceTracker._drop_pci_devices", drop_pci_devices))
+
+
 class Bug1641750(fixtures.Fixture):
     """Undo the fix for bug 1641750 (3a4909ae7e): a move claim frees PCI devices only if tracked.
 
@@ -28,16 +40,11 @@ class Bug1641750(fixtures.Fixture):
     operation = "resize"
 
     def _setUp(self):
-        from nova.compute import resource_tracker
-        real = resource_tracker.ResourceTracker._drop_pci_devices
-
-        def drop_pci_devices(tracker, instance, nodename, prefix):
+        def drop_pci_devices(real, tracker, instance, nodename, prefix):
             if instance["uuid"] not in tracker.tracked_migrations:
                 return None  # the old drop_move_claim had no branch for it
             return real(tracker, instance, nodename, prefix)
-        self.useFixture(fixtures.MonkeyPatch(
-            "nova.compute.resource_tracker.ResourceTracker._drop_pci_devices",
-            drop_pci_devices))
+        _wrap_drop_pci_devices(self, drop_pci_devices)
 
 
 class Bug1607219(fixtures.Fixture):
@@ -57,14 +64,9 @@ class Bug1607219(fixtures.Fixture):
     operation = "resize"
 
     def _setUp(self):
-        from nova.compute import resource_tracker
-        real = resource_tracker.ResourceTracker._drop_pci_devices
-
-        def drop_pci_devices(tracker, instance, nodename, prefix):
-            return real(tracker, instance, nodename, "old_")
-        self.useFixture(fixtures.MonkeyPatch(
-            "nova.compute.resource_tracker.ResourceTracker._drop_pci_devices",
-            drop_pci_devices))
+        _wrap_drop_pci_devices(
+            self, lambda real, tracker, instance, nodename, prefix:
+            real(tracker, instance, nodename, "old_"))
 
 
 class Bug1622854(fixtures.Fixture):
