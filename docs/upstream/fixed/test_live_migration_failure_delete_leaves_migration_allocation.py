@@ -33,9 +33,9 @@ HOSTS = {
 
 class TestLiveMigrationFailureDeleteLeavesMigrationAllocation(
         base.LibvirtMigrationMixin, base.ServersTestBase):
-    """Delete after a live migration that failed unrolled back: the server is
-    ERROR with an 'error' live-migration migration, whose allocation on the
-    source no delete removes: it outlives the server.
+    """Delete after a live migration that failed and was not rolled back: the
+    server is ERROR with an 'error' live-migration migration, whose
+    allocation on the source no delete removes: it outlives the server.
 
     After live-migration-failure-not-rolled-back the server is ERROR on the
     source, its live-migration migration 'error', and placement holds the
