@@ -162,7 +162,7 @@ def cmd_recreate(args) -> int:
         files.atomic_write(args.rows, json.dumps(rows))
     else:
         hard = [c.name for c in by_name.values() if c.klass == "hard"]
-        _index(os.path.join(args.out, "recreate"), rows, hard)
+        _index(os.path.join(args.out, "recreate"), rows, hard, set(by_name))
     bad = sum(1 for r in rows if "module" in r and (not r["recreate"].startswith("passes")
                                                     or r["fixed"].startswith("passes")))
     return EXIT_FINDINGS if bad else EXIT_OK
@@ -197,9 +197,10 @@ def _recreate_here(chosen, args, windows: dict, tolerant: bool) -> list:
     return rows
 
 
-def _index(directory: str, rows: list, hard: list) -> None:
+def _index(directory: str, rows: list, hard: list, names: set | None = None) -> None:
     """Merge ``rows`` into the index kept in ``directory`` (``index.json``: a later run of
-    some causes replaces their rows only) and write its README from it."""
+    some causes replaces their rows only) and write its README from it; the rows of a
+    cause no longer in ``names`` (removed, renamed or split) are dropped."""
     import json
     from harness.upstream import recreate
     kept = os.path.join(directory, "index.json")
@@ -208,6 +209,8 @@ def _index(directory: str, rows: list, hard: list) -> None:
         with open(kept) as fh:
             merged = {r["cause"]: r for r in json.load(fh)}
     merged.update({r["cause"]: r for r in rows})
+    if names is not None:
+        merged = {n: r for n, r in merged.items() if n in names}
     ordered = [merged.get(n, {"cause": n, "skipped": "not run yet"}) for n in hard]
     ordered += [r for n, r in merged.items() if n not in hard]  # a cause no longer hard
     _write(directory, "index.json", json.dumps(ordered, indent=1) + "\n")

@@ -90,7 +90,7 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
     """The bug text of one root cause, beside its recreate test (``recreate``)."""
     import nova.version
     cause = rec.cause
-    from harness.upstream.recreate_render import LABELS
+    from harness.upstream.recreate_render import LABELS, foreign
     from harness.upstream import recreate_failure
     method, kill, fails = rec.boundary.short, rec.boundary.kill, rec.boundary.fails
     own = rec.boundary.kind == "none"  # Nova's own path: nothing injected
@@ -147,6 +147,8 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
         "memory used MiB, placement usages):",
     ]
     for step, seen, want in rec.steps:
+        if foreign(rec, step):  # another cause's face (its own bug text has it)
+            continue
         label = LABELS.get(step, f"after the {step}")
         for host in want:
             if seen[host] != want[host]:
@@ -155,14 +157,14 @@ def cause_text(rec, scen, fix: str | None = None, windows: dict | None = None) -
                           f"{_usage(seen[host])}"]
     lines += [f"- the periodic fails, logging {name} (update_available_resource logs it "
               "and carries on)" for name in rec.logs]
-    if rec.recovery is not None:
+    if rec.recovery is not None and not foreign(rec, "failure"):
         lines += [f"- after the {'failure' if fails else 'restart'}, the move is left "
                   f"half-done: task_state "
                   f"{rec.recovery[0]}, migration context "
                   f"{'set' if rec.recovery[1] else 'gone'}, migration "
                   f"{'still in progress' if rec.recovery[2] else 'over'} (expected: no task "
                   "state, no migration context, no migration in progress)"]
-    if rec.errored:
+    if rec.errored and not foreign(rec, "failure"):
         lines += [f"- after the failure, the server is {rec.status} while its guest runs "
                   f"untouched on {rec.hosts.get('source', '?')} (expected: ACTIVE)"]
     if windows:

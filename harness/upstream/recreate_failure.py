@@ -136,15 +136,18 @@ def body(rec, scen, fixed: bool) -> list:
         body += ["        with fail:", *post]  # the failing stub stands for the disk copy's
     else:
         body += [*disk, "        ), fail:", *post]
-    body += _settle(rec, server, fixed)
-    if rec.errored:  # Nova knows where the guest is and that it runs
+    # the failure's own face another cause's (this one is what the delete leaves):
+    # both forms wait for where the server rests and assert only what is right
+    fixed_failure = fixed and not r.foreign(rec, "failure")
+    body += _settle(rec, server, fixed_failure)
+    if rec.errored and not r.foreign(rec, "failure"):  # Nova knows where the guest runs
         if not fixed:
             body += [f"        # FIXME({r._bug(rec.cause)}): the server is in ERROR while its "
                      "guest runs", f"        # untouched on {rec.hosts.get('source')}; this "
                      "should be ACTIVE"]
         body.append(f"        self.assertEqual({'ACTIVE' if fixed else rec.status!r}, "
                     f"{server}['status'])")
-    if rec.recovery is not None:
+    if rec.recovery is not None and not r.foreign(rec, "failure"):
         seen = (None, False, False) if fixed else rec.recovery
         if not fixed:
             body += [f"        # FIXME({r._bug(rec.cause)}): the move is left half-done; "
@@ -153,13 +156,13 @@ def body(rec, scen, fixed: bool) -> list:
                        f"        self.assertEqual(\n            {seen!r},\n"
                        f"            self._move_left({server}))")
     # a fixed handling may leave another state than the one these values follow from
-    if not (fixed and rec.recovery is not None):
+    if not (fixed_failure and rec.recovery is not None):
         body += r._check("failure", rec, fixed) + r._periodic_check("failure", rec, fixed,
                                                                     always=True)
     else:
         body += ["", "        self._run_periodics()"]
     body += ["", *r._deletes(scen, rec, fixed), *r._check("delete", rec, fixed)]
-    if rec.guests:
+    if rec.guests and not r.foreign(rec, "delete"):
         body += ([] if fixed else [f"        # FIXME({r._bug(rec.cause)}): no delete reached "
                                    "these guests"])
         body.append(f"        self.assertEqual({({} if fixed else rec.guests)!r}, "

@@ -39,17 +39,17 @@ class TestRpcLostFinishRevertResizeUnpinning(base.ServersTestBase):
     """Revert on asymmetric hosts: the destination's finish_revert_resize cast
     is lost after the instance got the source's topology back while its host
     is still the destination; the destination's periodic fails
-    (CPUPinningUnknown), the delete fails (CPUUnpinningUnknown): the server
-    cannot be deleted.
+    (CPUPinningUnknown), the delete fails there (CPUUnpinningUnknown): the
+    server cannot be deleted and the destination keeps its allocation.
 
-    The bystander face of rpc-lost-finish-revert-resize-migration-
-    allocation-orphaned, and the rpc twin of restart-revert-topology-on-
-    dest-unpinning-dest-died (the destination dying before the cast = the
-    cast never arriving): the same state and the same effects. The
-    destination's revert_resize destroyed its guest, dropped its claim,
-    saved the instance with the source's NUMA topology while instance.host
-    still names the destination, and the migration 'reverted'; with
-    finish_revert_resize lost, the instance stays there for good.
+    The bystander face of rpc-lost-finish-revert-resize-stranded, and the
+    rpc twin of restart-revert-topology-on-dest-unpinning-dest-died (the
+    destination dying before the cast = the cast never arriving): the same
+    state and the same effects. The destination's revert_resize destroyed
+    its guest, dropped its claim, saved the instance with the source's NUMA
+    topology while instance.host still names the destination, and the
+    migration 'reverted'; with finish_revert_resize lost, the instance stays
+    there for good.
 
     ComputeAPI.finish_revert_resize from host-b is lost: its callee never
     runs and its sender carries on, in a stub of that call; Nova's own

@@ -23,34 +23,30 @@ from nova.tests.functional.libvirt import base
 HOSTS = {
     'host-a': (2, 4, 1, 8388608, [
         [(4, 655360), (2048, 768)],
-        [(4, 524288), (2048, 512), (1048576, 1)],
+        [(4, 786432), (2048, 512)],
     ]),
     'host-b': (1, 5, 2, 8388608, [
-        [(4, 786432), (2048, 1536), (1048576, 2)],
+        [(4, 1310720), (2048, 1536)],
     ]),
 }
-#: migration statuses no longer in progress
-DONE = ('confirmed', 'reverted', 'error', 'failed', 'completed', 'cancelled',
-        'done')
 
 
-class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
-        base.ServersTestBase):
-    """Revert: the destination's driver.destroy fails; the migration goes to
-    error, so the server's delete confirms nothing and the migration's
-    allocation on the source outlives the server.
+class TestLiveMigrationPostAtDestinationFailsDeleteLeavesMigrationAllocation(
+        base.LibvirtMigrationMixin, base.ServersTestBase):
+    """Delete after a live migration whose post_live_migration_at_destination
+    failed: the server is ERROR on the destination with an 'error' live-
+    migration migration, whose allocation on the source no delete removes:
+    it outlives the server.
 
-    The destination's revert_resize fails in driver.destroy before it drops
-    its claim or casts finish_revert_resize: errors_out_migration saves the
-    migration 'error', the task state is reverted and the server stays at
-    VERIFY_RESIZE on the destination with its migration context. The
-    source's tracker counts the old flavor's guest for the error'd migration
-    until its next periodic, and the migration's allocation (the old flavor,
-    on the source) stays in placement.
+    After live-migration-post-at-destination-fails-source-kept the guest
+    runs on the destination, the server is ERROR there and its live-
+    migration migration 'error', and _post_live_migration never reached
+    _delete_allocation_after_move: the migration consumer's old-flavor
+    allocation stays on the source.
 
-    host-b's LibvirtDriver.destroy raises libvirtError
-    (VIR_ERR_INTERNAL_ERROR, as when libvirt gives up), in a stub of that
-    call; Nova's own handling runs, then the server is deleted.
+    host-b's LibvirtDriver.post_live_migration_at_destination raises
+    libvirtError (VIR_ERR_INTERNAL_ERROR, as when libvirt gives up), in a
+    stub of that call; Nova's own handling runs, then the server is deleted.
     """
 
     microversion = 'latest'
@@ -91,73 +87,51 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
                 {k: v for k, v in placement.items() if v})
         return usages
 
-    def _move_left(self, server):
-        """(task_state, migration context set, latest migration still in
-        progress): what a move abandoned half-way leaves."""
-        inst = objects.Instance.get_by_uuid(
-            self.ctxt, server['id'], expected_attrs=['migration_context'])
-        migrations = objects.MigrationList.get_by_filters(
-            self.ctxt, {'instance_uuid': server['id']})
-        latest = max(migrations, key=lambda m: m.id)
-        return (inst.task_state, inst.migration_context is not None,
-                latest.status not in DONE)
+    def _migrate_stub(self, domain, destination, params, flags):
+        """The guest starts on the destination; the job completes."""
+        self.computes['host-b'].driver._host.get_connection().createXML(
+            params['destination_xml'],
+            'fake-createXML-doesnt-care-about-flags')
+        conn = self.computes['host-a'].driver._host.get_connection()
+        conn.lookupByUUIDString(self.server['id']).complete_job()
 
-    def _guests(self):
-        """Per host with any: its domains, running or not (the resize
-        stub above powers nothing off)."""
-        every = (fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE |
-                 fakelibvirt.VIR_CONNECT_LIST_DOMAINS_INACTIVE)
-        domains = {name: self.computes[name].driver._host
-                   .get_connection().listAllDomains(every)
-                   for name in HOSTS}
-        return {name: len(d) for name, d in domains.items() if d}
-
-    def test_dest_destroy_fails_revert(self):
-        large = self._create_flavor(
-            vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
-            extra_spec={'hw:cpu_policy': 'dedicated',
-                        'hw:mem_page_size': '2048'})
-        small = self._create_flavor(
+    def test_dest_post_live_migration_at_destination_fails_success(self):
+        pinned = self._create_flavor(
             vcpu=2, memory_mb=1024, disk=1, ephemeral=0,
             extra_spec={'hw:cpu_policy': 'dedicated',
                         'hw:mem_page_size': '2048'})
         vm1 = self._create_server(
-            flavor_id=small, host='host-a', networks='none')
+            flavor_id=pinned, host='host-a', networks='none')
+        vm2 = self._create_server(
+            flavor_id=pinned, host='host-b', networks='none')
         self.assertEqual({
             'host-a': (2, {2048: 512}, 2, 1024,
                        {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
-            'host-b': (0, {}, 0, 0, {}),
+            'host-b': (2, {2048: 512}, 2, 1024,
+                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
         }, self._usages())
 
         fail = mock.patch.object(
-            self.computes['host-b'].driver, 'destroy',
+            self.computes['host-b'].driver,
+            'post_live_migration_at_destination',
             side_effect=fakelibvirt.make_libvirtError(
                 fakelibvirt.libvirtError,
-                'internal error: destroy failed',
+                'internal error: post_live_migration_at_destination failed',
                 error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
                 error_domain=fakelibvirt.VIR_FROM_QEMU))
-        with mock.patch(
-            'nova.virt.libvirt.driver.LibvirtDriver'
-            '.migrate_disk_and_power_off', return_value='{}',
-        ):
-            self.api.post_server_action(
-                vm1['id'], {'resize': {'flavorRef': large}})
-            vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
-        self.assertEqual({
-            'host-a': (2, {2048: 512}, 2, 1024,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
-            'host-b': (4, {2048: 1024}, 4, 2048,
-                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
-        }, self._usages())
+        self.server = vm1
         with fail:
-            self.api.post_server_action(vm1['id'], {'revertResize': None})
+            self.api.post_server_action(vm1['id'], {'os-migrateLive': {
+                'host': 'host-b', 'block_migration': 'auto'}})
+            self._wait_for_instance_action_event(
+                vm1, 'live-migration',
+                'compute_post_live_migration_at_destination', 'error')
             vm1 = self._wait_for_server_parameter(
-                vm1, {'OS-EXT-STS:task_state': None})
-        self.assertEqual((None, False, False), self._move_left(vm1))
+                vm1, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
 
         self._run_periodics()
 
-        for server in (vm1,):
+        for server in (vm1, vm2):
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(
                 server, 'delete', 'compute_terminate_instance', 'success')
@@ -165,4 +139,3 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
             'host-a': (0, {}, 0, 0, {}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
-        self.assertEqual({}, self._guests())

@@ -29,26 +29,24 @@ HOSTS = {
         [(4, 786432), (2048, 1536), (1048576, 2)],
     ]),
 }
-#: migration statuses no longer in progress
-DONE = ('confirmed', 'reverted', 'error', 'failed', 'completed', 'cancelled',
-        'done')
 
 
-class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
-        base.ServersTestBase):
-    """Revert: the destination's driver.destroy fails; the migration goes to
-    error, so the server's delete confirms nothing and the migration's
-    allocation on the source outlives the server.
+class TestDriverConfirmFailsDeleteLeavesSourceGuest(base.ServersTestBase):
+    """Delete after a confirm whose source's driver.confirm_migration failed:
+    the server is ERROR on the destination with an 'error' migration, so its
+    delete, sent to the destination, confirms nothing, and the source's
+    powered-off domain outlives the server.
 
-    The destination's revert_resize fails in driver.destroy before it drops
-    its claim or casts finish_revert_resize: errors_out_migration saves the
-    migration 'error', the task state is reverted and the server stays at
-    VERIFY_RESIZE on the destination with its migration context. The
-    source's tracker counts the old flavor's guest for the error'd migration
-    until its next periodic, and the migration's allocation (the old flavor,
-    on the source) stays in placement.
+    After driver-confirm-fails-source-claim-kept the server is ERROR on the
+    destination, its migration 'error', and the source still has the
+    powered-off domain and disks that driver.confirm_migration failed to
+    remove. The API's delete confirms a resize first only for a server
+    RESIZED, and then only a migration 'finished' or 'confirming'; the ERROR
+    server is deleted on the destination alone, and nothing reaches the
+    source's domain, which keeps its definition and disks (the
+    running_deleted_instance reaper is the only cleanup).
 
-    host-b's LibvirtDriver.destroy raises libvirtError
+    host-a's LibvirtDriver.confirm_migration raises libvirtError
     (VIR_ERR_INTERNAL_ERROR, as when libvirt gives up), in a stub of that
     call; Nova's own handling runs, then the server is deleted.
     """
@@ -91,17 +89,6 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
                 {k: v for k, v in placement.items() if v})
         return usages
 
-    def _move_left(self, server):
-        """(task_state, migration context set, latest migration still in
-        progress): what a move abandoned half-way leaves."""
-        inst = objects.Instance.get_by_uuid(
-            self.ctxt, server['id'], expected_attrs=['migration_context'])
-        migrations = objects.MigrationList.get_by_filters(
-            self.ctxt, {'instance_uuid': server['id']})
-        latest = max(migrations, key=lambda m: m.id)
-        return (inst.task_state, inst.migration_context is not None,
-                latest.status not in DONE)
-
     def _guests(self):
         """Per host with any: its domains, running or not (the resize
         stub above powers nothing off)."""
@@ -112,7 +99,7 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
                    for name in HOSTS}
         return {name: len(d) for name, d in domains.items() if d}
 
-    def test_dest_destroy_fails_revert(self):
+    def test_source_confirm_migration_fails_confirm(self):
         large = self._create_flavor(
             vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
             extra_spec={'hw:cpu_policy': 'dedicated',
@@ -130,10 +117,10 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
         }, self._usages())
 
         fail = mock.patch.object(
-            self.computes['host-b'].driver, 'destroy',
+            self.computes['host-a'].driver, 'confirm_migration',
             side_effect=fakelibvirt.make_libvirtError(
                 fakelibvirt.libvirtError,
-                'internal error: destroy failed',
+                'internal error: confirm_migration failed',
                 error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
                 error_domain=fakelibvirt.VIR_FROM_QEMU))
         with mock.patch(
@@ -150,29 +137,15 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
         with fail:
-            self.api.post_server_action(vm1['id'], {'revertResize': None})
+            self.api.post_server_action(vm1['id'], {'confirmResize': None})
             self._wait_for_instance_action_event(
-                vm1, 'revertResize', 'compute_revert_resize', 'error')
+                vm1, 'confirmResize', 'compute_confirm_resize', 'error')
             vm1 = self._wait_for_server_parameter(
                 vm1, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
-        # FIXME(bug): the move is left half-done; this should be
-        # (None, False, False)
-        self.assertEqual((None, True, False), self._move_left(vm1))
-        # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
-        self.assertEqual({
-            'host-a': (2, {2048: 512}, 2, 1024,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
-            'host-b': (4, {2048: 1024}, 4, 2048,
-                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
-        }, self._usages())
 
         self._run_periodics()
-        # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
         self.assertEqual({
-            'host-a': (0, {}, 0, 0,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-a': (0, {}, 0, 0, {}),
             'host-b': (4, {2048: 1024}, 4, 2048,
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
@@ -181,12 +154,8 @@ class TestDriverRevertDestroyFailsMigrationAllocationOrphaned(
             self.api.delete_server(server['id'])
             self._wait_for_instance_action_event(
                 server, 'delete', 'compute_terminate_instance', 'success')
-        # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
         self.assertEqual({
-            'host-a': (0, {}, 0, 0,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
+            'host-a': (0, {}, 0, 0, {}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
-        # FIXME(bug): no delete reached these guests
-        self.assertEqual({'host-a': 1}, self._guests())
+        self.assertEqual({}, self._guests())

@@ -13,6 +13,9 @@
 import collections
 from unittest import mock
 
+import oslo_messaging as messaging
+
+from nova.compute import rpcapi as compute_rpcapi
 from nova import context as nova_context
 from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -29,28 +32,24 @@ HOSTS = {
         [(4, 786432), (2048, 1536), (1048576, 2)],
     ]),
 }
-#: migration statuses no longer in progress
-DONE = ('confirmed', 'reverted', 'error', 'failed', 'completed', 'cancelled',
-        'done')
 
 
-class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
-    """Confirm: the source's driver.confirm_migration fails; the migration goes
-    to error and its allocation is deleted anyway, but the source's tracker
-    keeps the old flavor until its next periodic, and on another host the
-    source's powered-off domain outlives the server.
+class TestRpcLostFinishRevertResizeDeleteLeavesMigrationAllocation(
+        base.ServersTestBase):
+    """Delete of a server stranded by a lost finish_revert_resize cast: its
+    migration is 'reverted', which the delete does not confirm, so the
+    migration's allocation on the source and the source's powered-off guest
+    outlive the server.
 
-    confirm_resize runs on the source: driver.confirm_migration (the libvirt
-    driver's _cleanup_resize: undefine the old domain, remove its disks)
-    raises before drop_move_claim_at_source, so the source's tracker keeps
-    counting the outgoing migration's old flavor (pCPUs, pages, vCPUs,
-    memory) until its next periodic, which skips the 'error' migration of an
-    ERROR instance; the instance keeps its migration context. Placement is
-    right (the finally deletes the migration's allocation).
+    After a lost finish_revert_resize cast (rpc-lost-finish-revert-resize-
+    stranded, and on asymmetric hosts rpc-lost-finish-revert-resize-
+    unpinning) the server is RESIZED at RESIZE_REVERTING on the destination,
+    its migration already 'reverted', and the source keeps the migration
+    consumer's old-flavor allocation and the guest the resize powered off.
 
-    host-a's LibvirtDriver.confirm_migration raises libvirtError
-    (VIR_ERR_INTERNAL_ERROR, as when libvirt gives up), in a stub of that
-    call; Nova's own handling runs, then the server is deleted.
+    ComputeAPI.finish_revert_resize from host-b is lost: its callee never
+    runs and its sender carries on, in a stub of that call; Nova's own
+    handling runs, then the server is deleted.
     """
 
     microversion = 'latest'
@@ -91,17 +90,6 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
                 {k: v for k, v in placement.items() if v})
         return usages
 
-    def _move_left(self, server):
-        """(task_state, migration context set, latest migration still in
-        progress): what a move abandoned half-way leaves."""
-        inst = objects.Instance.get_by_uuid(
-            self.ctxt, server['id'], expected_attrs=['migration_context'])
-        migrations = objects.MigrationList.get_by_filters(
-            self.ctxt, {'instance_uuid': server['id']})
-        latest = max(migrations, key=lambda m: m.id)
-        return (inst.task_state, inst.migration_context is not None,
-                latest.status not in DONE)
-
     def _guests(self):
         """Per host with any: its domains, running or not (the resize
         stub above powers nothing off)."""
@@ -112,7 +100,7 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
                    for name in HOSTS}
         return {name: len(d) for name, d in domains.items() if d}
 
-    def test_source_confirm_migration_fails_confirm(self):
+    def test_finish_revert_resize_lost_revert(self):
         large = self._create_flavor(
             vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
             extra_spec={'hw:cpu_policy': 'dedicated',
@@ -129,13 +117,9 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
 
-        fail = mock.patch.object(
-            self.computes['host-a'].driver, 'confirm_migration',
-            side_effect=fakelibvirt.make_libvirtError(
-                fakelibvirt.libvirtError,
-                'internal error: confirm_migration failed',
-                error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
-                error_domain=fakelibvirt.VIR_FROM_QEMU))
+        # the cast is lost: a stub in its place sends nothing
+        fail = mock.patch(
+            'nova.compute.rpcapi.ComputeAPI.finish_revert_resize')
         with mock.patch(
             'nova.virt.libvirt.driver.LibvirtDriver'
             '.migrate_disk_and_power_off', return_value='{}',
@@ -150,28 +134,14 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
                        {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
         }, self._usages())
         with fail:
-            self.api.post_server_action(vm1['id'], {'confirmResize': None})
+            self.api.post_server_action(vm1['id'], {'revertResize': None})
             self._wait_for_instance_action_event(
-                vm1, 'confirmResize', 'compute_confirm_resize', 'error')
-            vm1 = self._wait_for_server_parameter(
-                vm1, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
-        # FIXME(bug): the move is left half-done; this should be
-        # (None, False, False)
-        self.assertEqual((None, True, False), self._move_left(vm1))
-        # FIXME(bug): this should be
-        # 'host-a': (0, {}, 0, 0, {}),
-        self.assertEqual({
-            'host-a': (2, {2048: 512}, 2, 1024, {}),
-            'host-b': (4, {2048: 1024}, 4, 2048,
-                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
-        }, self._usages())
+                vm1, 'revertResize', 'compute_revert_resize', 'success')
+            vm1 = self._wait_for_server_parameter(vm1, {
+                'status': 'REVERT_RESIZE',
+                'OS-EXT-STS:task_state': 'resize_reverting'})
 
         self._run_periodics()
-        self.assertEqual({
-            'host-a': (0, {}, 0, 0, {}),
-            'host-b': (4, {2048: 1024}, 4, 2048,
-                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
-        }, self._usages())
 
         for server in (vm1,):
             self.api.delete_server(server['id'])
@@ -181,5 +151,4 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
             'host-a': (0, {}, 0, 0, {}),
             'host-b': (0, {}, 0, 0, {}),
         }, self._usages())
-        # FIXME(bug): no delete reached these guests
-        self.assertEqual({'host-a': 1}, self._guests())
+        self.assertEqual({}, self._guests())

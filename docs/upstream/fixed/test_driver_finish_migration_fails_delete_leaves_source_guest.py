@@ -29,26 +29,22 @@ HOSTS = {
         [(4, 786432), (2048, 1536), (1048576, 2)],
     ]),
 }
-#: migration statuses no longer in progress
-DONE = ('confirmed', 'reverted', 'error', 'failed', 'completed', 'cancelled',
-        'done')
 
 
-class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
-    """Confirm: the source's driver.confirm_migration fails; the migration goes
-    to error and its allocation is deleted anyway, but the source's tracker
-    keeps the old flavor until its next periodic, and on another host the
-    source's powered-off domain outlives the server.
+class TestDriverFinishMigrationFailsDeleteLeavesSourceGuest(
+        base.ServersTestBase):
+    """Delete after a resize whose destination's driver.finish_migration
+    failed: the server is ERROR on the destination with an 'error'
+    migration, so its delete, sent to the destination, confirms nothing, and
+    the source's powered-off domain outlives the server.
 
-    confirm_resize runs on the source: driver.confirm_migration (the libvirt
-    driver's _cleanup_resize: undefine the old domain, remove its disks)
-    raises before drop_move_claim_at_source, so the source's tracker keeps
-    counting the outgoing migration's old flavor (pCPUs, pages, vCPUs,
-    memory) until its next periodic, which skips the 'error' migration of an
-    ERROR instance; the instance keeps its migration context. Placement is
-    right (the finally deletes the migration's allocation).
+    After driver-finish-migration-fails-flavor-reverted-topology-not the
+    server is ERROR on the destination, its migration 'error', and the
+    source keeps the guest that migrate_disk_and_power_off powered off
+    (finish_resize deleted the migration's allocation: placement no longer
+    holds it).
 
-    host-a's LibvirtDriver.confirm_migration raises libvirtError
+    host-b's LibvirtDriver.finish_migration raises libvirtError
     (VIR_ERR_INTERNAL_ERROR, as when libvirt gives up), in a stub of that
     call; Nova's own handling runs, then the server is deleted.
     """
@@ -91,17 +87,6 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
                 {k: v for k, v in placement.items() if v})
         return usages
 
-    def _move_left(self, server):
-        """(task_state, migration context set, latest migration still in
-        progress): what a move abandoned half-way leaves."""
-        inst = objects.Instance.get_by_uuid(
-            self.ctxt, server['id'], expected_attrs=['migration_context'])
-        migrations = objects.MigrationList.get_by_filters(
-            self.ctxt, {'instance_uuid': server['id']})
-        latest = max(migrations, key=lambda m: m.id)
-        return (inst.task_state, inst.migration_context is not None,
-                latest.status not in DONE)
-
     def _guests(self):
         """Per host with any: its domains, running or not (the resize
         stub above powers nothing off)."""
@@ -112,7 +97,7 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
                    for name in HOSTS}
         return {name: len(d) for name, d in domains.items() if d}
 
-    def test_source_confirm_migration_fails_confirm(self):
+    def test_dest_finish_migration_fails(self):
         large = self._create_flavor(
             vcpu=4, memory_mb=2048, disk=1, ephemeral=0,
             extra_spec={'hw:cpu_policy': 'dedicated',
@@ -130,30 +115,22 @@ class TestDriverConfirmFailsSourceClaimAndGuestKept(base.ServersTestBase):
         }, self._usages())
 
         fail = mock.patch.object(
-            self.computes['host-a'].driver, 'confirm_migration',
+            self.computes['host-b'].driver, 'finish_migration',
             side_effect=fakelibvirt.make_libvirtError(
                 fakelibvirt.libvirtError,
-                'internal error: confirm_migration failed',
+                'internal error: finish_migration failed',
                 error_code=fakelibvirt.VIR_ERR_INTERNAL_ERROR,
                 error_domain=fakelibvirt.VIR_FROM_QEMU))
         with mock.patch(
             'nova.virt.libvirt.driver.LibvirtDriver'
             '.migrate_disk_and_power_off', return_value='{}',
-        ):
+        ), fail:
             self.api.post_server_action(
                 vm1['id'], {'resize': {'flavorRef': large}})
-            vm1 = self._wait_for_state_change(vm1, 'VERIFY_RESIZE')
-        self.assertEqual({
-            'host-a': (2, {2048: 512}, 2, 1024,
-                       {'DISK_GB': 1, 'MEMORY_MB': 1024, 'PCPU': 2}),
-            'host-b': (4, {2048: 1024}, 4, 2048,
-                       {'DISK_GB': 1, 'MEMORY_MB': 2048, 'PCPU': 4}),
-        }, self._usages())
-        with fail:
-            self.api.post_server_action(vm1['id'], {'confirmResize': None})
+            self._wait_for_instance_action_event(
+                vm1, 'resize', 'conductor_migrate_server', 'success')
             vm1 = self._wait_for_server_parameter(
-                vm1, {'OS-EXT-STS:task_state': None})
-        self.assertEqual((None, False, False), self._move_left(vm1))
+                vm1, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
 
         self._run_periodics()
 
