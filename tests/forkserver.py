@@ -35,6 +35,10 @@ from tests.conftest import ROOT
 #: environment variables read while importing (Python's, the discovery cache's, the backend's)
 IMPORT_TIME = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "NOVA_CHAOS_CACHE", "TMPDIR",
                "NOVA_CHAOS_BACKEND", "OS_NOVA_DISABLE_EVENTLET_PATCHING")
+#: verbs that hand the environment they started with to Nova's own tests (``prove``,
+#: ``recreate``): a fork starts with the backend's variable already set, which an
+#: interpreter sets only when it loads Nova
+INTERPRETER_VERBS = ("prove", "recreate")
 #: a module only a running cloud imports: the command that ran one tells the server what to import
 CLOUD_MARK = "nova.conductor.manager"
 #: seconds a server may take to import Nova and listen
@@ -46,6 +50,8 @@ def run(args, env: dict, timeout: float):
     """``nova-chaos ARGS`` in a fork of this worker's server: a CompletedProcess, or None
     when the command needs a real interpreter."""
     if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME):
+        return None
+    if args and args[0] in INTERPRETER_VERBS:
         return None
     backend = _backend(args, env)
     path = _server(backend)

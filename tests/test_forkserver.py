@@ -29,6 +29,8 @@ def test_a_fork_answers_as_an_interpreter_does():
 def test_an_environment_that_changes_imports_gets_an_interpreter():
     assert forkserver.run(["scenarios"], _env(PYTHONPATH="/elsewhere"), 60) is None
     assert forkserver.run(["scenarios"], _env(NOVA_CHAOS_CACHE="/elsewhere"), 60) is None
+    # prove and recreate give Nova's tests the environment they started with
+    assert forkserver.run(["prove", "--help"], _env(), 60) is None
 
 
 def test_a_command_past_its_bound_is_killed_as_subprocess_run_does():
