@@ -52,3 +52,34 @@ def test_a_child_that_fails_leaves_its_ending_to_the_serial_pass(monkeypatch, tm
     for path, ending in missing:  # what discover() does next
         discovery._discover_once(None, ending, path, None)
     assert _runs(runs)["revert"][0] == parent
+
+
+def test_a_process_with_nova_imported_forks_its_discovery_and_starts_no_interpreter(
+        monkeypatch, tmp_path):
+    """The CLI (threads backend, no thread yet) forks each missing ending; only what a
+    child could not cache goes to a ``nova-chaos points`` subprocess."""
+    import subprocess
+    import sys
+
+    from harness import scenario
+    from harness.cloud import nova_support
+    parent, runs, _ = _fake(monkeypatch, tmp_path, fail_in_child=("revert",))
+    monkeypatch.setattr(nova_support, "current_backend", lambda: "threads")
+    monkeypatch.setitem(sys.modules, "nova.compute.manager", sys)  # "Nova is imported"
+    scen = scenario.load("pinned-only")
+    asked = []
+
+    def points(argv, **kwargs):  # the subprocess: it runs what is still missing
+        asked.append([a for a in argv if a in scen.endings])
+        for path, ending in discovery._parts(scen, "threads", None).items():
+            if not os.path.exists(path):
+                discovery._discover_and_cache(scen, ending, path)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+    monkeypatch.setattr(subprocess, "run", points)
+    monkeypatch.setattr(discovery, "_traces", lambda scen, window, paths: {
+        e: discovery._read(p)["points"] for p, e in paths.items()})
+    assert discovery.discover(scen, "lifecycle") == {e: [e] for e in scen.endings}
+    assert asked == [["revert"]]  # the one ending a child could not cache, nothing else
+    done = _runs(runs)
+    assert done["revert"][0] == parent and parent not in (done["confirm"][0],
+                                                          done["auto-confirm"][0])

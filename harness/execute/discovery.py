@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 
@@ -107,11 +108,15 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
     run's verdict is kept beside its trace (:func:`outcomes`). The card's
     window closes before VERIFY_RESIZE, so every ending's trace of it is the
     same slice: the first passing run's is used. On
-    the threads backend discovery runs on real threads, in a subprocess
-    (``here``: this is that subprocess): Nova's pools outlive their cloud,
-    and a process that is to fork must have no thread but its own
-    (measured: "other threads are alive: Thread-14 (ThreadWorker)" on a
-    cold cache).
+    the threads backend discovery runs on real threads, never in this
+    process unless ``here``: Nova's pools outlive their cloud, and a process
+    that is to fork must have no thread but its own (measured: "other
+    threads are alive: Thread-14 (ThreadWorker)" on a cold cache). Each
+    missing ending runs in a child forked from here if Nova is imported and
+    no thread runs yet (no interpreter to start and no Nova to import again,
+    nor the modules a cloud imports on first use if this process has them);
+    else, and for what a child could not cache, in a ``nova-chaos points``
+    subprocess (a failing run fails there as it would have anyway).
     """
     from harness.cloud import mutations, nova_support
     check_window(window)
@@ -123,6 +128,9 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
             if os.path.exists(path):
                 os.unlink(path)
     if backend == "threads" and not here:
+        missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
+        if missing and _alone() and "nova.compute.manager" in sys.modules:
+            _discover_forked(scen, missing, mutation)  # children of this process: no new one
         return points_without_nova(scen, backend, window, endings, mutation)
     missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
     if backend == "threads" and len(missing) > 1 and _alone():
