@@ -1,14 +1,16 @@
 """Every root cause still reproduces, value for value.
 
-CI: one cause per operation, fault kind and device class (the first by name
-whose clearest item lies there), so that every way the harness undoes an
-effect (pins, pages, counters, allocations, PCI; per fault and operation) is
-exercised on every change. ``tox -e breadth``: every cause's clearest item
-(the first of its samples in ``scenarios/cause-samples.toml``), then all of
-them, up to three scenarios per cause (the full campaign checks the rest). A
-Nova that stopped doing what a cause says, or does it with another value,
-fails there -- not only in the hours-long full campaign. (All 93 clearest
-items were 23 % of CI's test time; the 15 CI keeps cover the same code.)
+CI: one cause per fault kind and device class (nothing injected, the
+periodic, its split, a restart, a driver, RPC or placement failure; PCI or
+not), resize's first by name where it has one: every kind of effect the
+harness undoes and every fault's attribution, on every change. ``tox -e
+breadth``: one per operation, fault kind and device class, then every
+cause's clearest item (the first of its samples in
+``scenarios/cause-samples.toml``), then all of them, up to three scenarios
+per cause (the full campaign checks the rest). A Nova that stopped doing what
+a cause says, or does it with another value, fails there -- not only in the
+hours-long full campaign. (All 93 clearest items were 23 % of CI's test
+time; one per operation and fault, 18 causes, 9 %.)
 """
 import os
 import re
@@ -29,7 +31,8 @@ FIRST = sorted({ids[0].split("/")[0] for ids in SAMPLES.values() if ids})
 def _cell(item_id: str) -> tuple:
     """(operation, fault kind, PCI or not) of a sample: what the harness's undo depends on."""
     scen = scenario.load(item_id.split("/")[0])
-    fault = Item.parse(item_id).fault.split(":")[0]
+    item = Item.parse(item_id)
+    fault = "uninjected" if item.is_uninjected else item.fault.split(":")[0]
     return type(scen.operation).__name__, fault, bool(scen.pci)
 
 
@@ -48,6 +51,23 @@ def ci_causes() -> dict:
 CI_CAUSES = ci_causes()
 
 
+def kind_causes() -> dict:
+    """The causes CI checks: per (fault kind, PCI or not), resize's first by name, else
+    the first; grouped as resize's and the others' (for xdist)."""
+    chosen: dict = {}
+    for name in sorted((n for n in SAMPLES if SAMPLES[n]),
+                       key=lambda n: (_cell(SAMPLES[n][0])[0] != "Resize", n)):
+        operation, fault, pci = _cell(SAMPLES[name][0])
+        chosen.setdefault((fault, pci), (operation, name))
+    groups: dict = {}
+    for operation, name in sorted(chosen.values()):
+        groups.setdefault("resize" if operation == "Resize" else "other", []).append(name)
+    return groups
+
+
+CI_KINDS = kind_causes()
+
+
 
 
 def _known(*args):
@@ -57,18 +77,32 @@ def _known(*args):
     return proc
 
 
-@pytest.mark.parametrize("operation", sorted(CI_CAUSES))
-def test_a_cause_per_operation_and_fault_reproduces_on_its_clearest_item(operation):
-    """Per operation, so that xdist spreads them."""
-    names = CI_CAUSES[operation]
+def _reproduce(names):
     proc = _known("--samples", "1", *(a for n in names for a in ("--cause", n)))
     assert sorted(re.findall(r"^ok    root cause (\S+):", proc.stdout, re.M)) == sorted(names)
 
 
-def test_ci_checks_every_operation_fault_and_device_class():
+@pytest.mark.parametrize("group", sorted(CI_KINDS))
+def test_a_cause_per_fault_kind_reproduces_on_its_clearest_item(group):
+    """Resize's causes and the others apart, so that xdist spreads them."""
+    _reproduce(CI_KINDS[group])
+
+
+@pytest.mark.breadth
+@pytest.mark.parametrize("operation", sorted(CI_CAUSES))
+def test_a_cause_per_operation_and_fault_reproduces_on_its_clearest_item(operation):
+    """Per operation, so that xdist spreads them."""
+    _reproduce(CI_CAUSES[operation])
+
+
+def test_ci_checks_every_fault_kind_and_device_class_and_breadth_every_operation():
     cells = {_cell(ids[0]) for ids in SAMPLES.values() if ids}
     assert {_cell(SAMPLES[n][0]) for names in CI_CAUSES.values() for n in names} == cells
     assert len(cells) >= 14  # resize x 5 faults, live x 4, evacuate x 4, unshelve, PCI
+    kinds = {(fault, pci) for _, fault, pci in cells}
+    assert {_cell(SAMPLES[n][0])[1:] for names in CI_KINDS.values() for n in names} == kinds
+    assert {fault for fault, _ in kinds} == {"uninjected", "periodic", "split", "restart",
+                                             "driver", "rpc", "placement"}
 
 
 @pytest.mark.breadth

@@ -110,6 +110,7 @@ def test_1622854_caught_at_the_next_periodic(tmp_path):
     assert item["findings"][0]["checkpoint"] == "after-delete"
 
 
+@pytest.mark.breadth  # CI: each mutation's own ending is checked where it bites and where not
 def test_mutations_leave_the_other_endings_as_clean_nova():
     """1641750 never touches a revert, 1607219 never a confirm."""
     assert _baseline("pci-vf-resize", "--mutate", "1641750", "--ending", "revert")["revert"][0] \
