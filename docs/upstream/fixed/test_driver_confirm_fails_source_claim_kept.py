@@ -141,6 +141,7 @@ class TestDriverConfirmFailsSourceClaimKept(base.ServersTestBase):
         }, self._usages())
         with fail:
             self.api.post_server_action(vm1['id'], {'confirmResize': None})
+            self._wait_for_migration_status(vm1, DONE)
             vm1 = self._wait_for_server_parameter(
                 vm1, {'OS-EXT-STS:task_state': None})
         self.assertEqual((None, False, False), self._move_left(vm1))
