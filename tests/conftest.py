@@ -47,3 +47,26 @@ def pytest_ignore_collect(collection_path, config):
     if hasattr(config, "workerinput") and "inprocess" in collection_path.parts:
         return True
     return None
+
+
+#: the tests that take a minute or more in CI (measured, `--durations`): started first, so
+#: that no worker is left running one of them alone at the end (xdist hands each worker a
+#: contiguous share of this order; the rest keep theirs)
+LONG_FIRST = (
+    "tests/test_known_entries.py::test_a_cause_per_fault_kind_reproduces",
+    "tests/test_prove.py::test_the_revert_gap_fix_is_proven",
+    "tests/test_inprocess.py::test_inprocess_tests_pass_in_a_subprocess[test_oracles.py]",
+    "tests/test_recreate.py::test_a_shipped_recreate_test",
+    "tests/test_modes.py::test_pytest_xdist_collects_and_judges_like_serial",
+    "tests/test_cli.py::test_a_nova_tree_on_pythonpath",
+    "tests/test_modes.py::test_fork_and_fresh_agree",
+    "tests/test_mutation_scenarios.py::test_1944759_caught_exactly",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order only: what runs, and each test's verdict, do not depend on it."""
+    def rank(item):
+        hits = [i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)]
+        return hits[0] if hits else len(LONG_FIRST)
+    items.sort(key=rank)  # stable: the others keep their order
