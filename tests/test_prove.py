@@ -53,6 +53,10 @@ def test_the_verdict_names_what_keeps_a_patch_from_being_proven():
         "gap still bites after the patch in 1 items, e.g. b",
         "1 items fail after the patch and not before, e.g. y"]
     assert verdict(before, fixed, ["other-gap"]) == []
+    # a cause the patch does not target, biting where it did not: unmasked, not proven
+    unmasked = Side(0, {"other": ["c"], "errored": ["d"]}, {"gap": 2}, ["x"], 5)
+    assert verdict(before, unmasked, ["gap"]) == [
+        "errored bites in more items after the patch (0 -> 1), e.g. d"]
 
 
 def test_a_target_is_unshown_only_if_no_scenario_saw_it_bite():
