@@ -127,12 +127,11 @@ def discover(scen, window: str = DEFAULT_WINDOW, endings=None, mutation=None, *,
         for path in paths:
             if os.path.exists(path):
                 os.unlink(path)
+    missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
     if backend == "threads" and not here:
-        missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
         if missing and _alone() and "nova.compute.manager" in sys.modules:
             _discover_forked(scen, missing, mutation)  # children of this process: no new one
         return points_without_nova(scen, backend, window, endings, mutation)
-    missing = [(path, ending) for path, ending in paths.items() if _missing(path)]
     if backend == "threads" and len(missing) > 1 and _alone():
         _discover_forked(scen, missing, mutation)
     for path, ending in paths.items():

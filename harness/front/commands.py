@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from harness.errors import UnknownChoice, UsageError
+from harness.errors import UsageError
 from harness.front import console
 from harness.front.console import EXIT_FINDINGS, EXIT_OK
 
@@ -361,7 +361,8 @@ def cmd_known(args) -> int:
     entries = known.load()
     jobs = console.jobs(args)
     only = args.scenario and scenario.load(args.scenario).name  # an unknown name: one line
-    _check_causes(args.cause or ())
+    from harness.oracles import causes
+    causes.named(args.cause or ())  # an unknown name: one line, before Nova loads
     console.load(args)
     started = time.monotonic()
     bad_causes, n_causes = _known_causes(only, jobs, args.backend, args.samples, args.cause)
@@ -426,15 +427,6 @@ def cmd_known(args) -> int:
     print(f"{n_causes - bad_causes} of {n_causes} root-cause samples{listed} reproduce "
           f"({time.monotonic() - started:.0f}s)", file=console.OUT)
     return EXIT_FINDINGS if bad or bad_causes else EXIT_OK
-
-
-def _check_causes(chosen) -> None:
-    """An unknown root cause name: one line, before Nova loads."""
-    from harness.oracles import causes
-    names = {c.name for c in causes.load()}
-    for name in chosen:
-        if name not in names:
-            raise UnknownChoice("root cause", name, names)
 
 
 def _known_causes(only, jobs, backend, per_cause=None, chosen=None) -> tuple:

@@ -50,11 +50,7 @@ def cmd_run(args) -> int:
     todo = _campaigns(args)
     from harness.oracles import causes, known
     known.load()  # a malformed known-findings file is one line now, not an error per item
-    names = [c.name for c in causes.load()]
-    for name in args.fixed:
-        if name not in names:
-            from harness.errors import UnknownChoice
-            raise UnknownChoice("root cause (--fixed)", name, names)
+    causes.named(args.fixed, "root cause (--fixed)")
     if args.point and len(todo) > 1:
         raise UsageError("--point needs one scenario and one window")
     info = console.load(args)

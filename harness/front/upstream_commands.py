@@ -50,11 +50,8 @@ def cmd_report(args) -> int:
     if args.cause:  # the cause's text, as recreate writes it beside its test
         from harness import scenario as scenario_mod
         from harness.oracles import causes
-        by_name = {c.name: c for c in causes.load()}
-        if args.cause not in by_name:
-            from harness.errors import UnknownChoice
-            raise UnknownChoice("root cause", args.cause, list(by_name))
-        rec, _ = _recreate_one(by_name[args.cause], args, say=sys.stderr)
+        (cause,) = causes.named([args.cause])
+        rec, _ = _recreate_one(cause, args, say=sys.stderr)
         text = bugreport.cause_text(rec, scenario_mod.load(rec.item.scenario))
     else:
         item, scen, record, found = _prepare(args.id, args)
@@ -138,18 +135,14 @@ def cmd_prove(args) -> int:
 def cmd_recreate(args) -> int:
     """Write each root cause as a recreate test and its fixed form; run both on this Nova:
     the recreate test must pass and its fixed form fail (its assertions bite)."""
-    from harness.errors import UnknownChoice
     from harness.front.console import EXIT_FINDINGS
     from harness.oracles import causes
     from harness.upstream import recreate
     by_name = {c.name: c for c in causes.load()}
     if args.all_hard == bool(args.cause):
         raise UsageError("recreate needs root cause names or --all-hard (not both)")
-    for name in args.cause:
-        if name not in by_name:
-            raise UnknownChoice("root cause", name, list(by_name))
     chosen = ([c for c in by_name.values() if c.klass == "hard"] if args.all_hard
-              else [by_name[n] for n in args.cause])
+              else causes.named(args.cause))
     windows = _windows(os.path.join(args.out, "bugs", "windows.json"), args.windows or [])
     jobs = console.jobs(args)
     if jobs > 1 and len(chosen) > 1:

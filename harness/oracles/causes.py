@@ -190,6 +190,17 @@ def load(path: str | None = None) -> list:
     return _LOADED[(path, stamp)]
 
 
+def named(names, kind: str = "root cause") -> list:
+    """The causes called ``names``, in that order; an unknown name is one line
+    (:class:`harness.errors.UnknownChoice` naming ``kind``), before anything runs."""
+    from harness.errors import UnknownChoice
+    by_name = {c.name: c for c in load()}
+    for name in names:
+        if name not in by_name:
+            raise UnknownChoice(kind, name, list(by_name))
+    return [by_name[name] for name in names]
+
+
 def _parse(path: str) -> list:
     raw = files.read_toml(path)
     out, names = [], set()

@@ -99,11 +99,8 @@ def item_of_cause(name: str) -> Item:
     (``scenarios/cause-samples.toml``, each the clearest item where it bit) that is a
     whole periodic in a resize or cold migration with an ending export writes."""
     from harness import scenario as scenario_mod
-    from harness.errors import UnknownChoice
     from harness.front import by_cause
-    names = [c.name for c in causes.load()]
-    if name not in names:
-        raise UnknownChoice("root cause", name, names)
+    causes.named([name])
     samples = by_cause.load_samples(os.path.join(scenario_mod.SCENARIO_DIR, by_cause.SAMPLES_FILE))
     for item_id in samples.get(name, []):
         item = Item.parse(item_id)

@@ -153,16 +153,17 @@ def verdict(before: Side, after: Side, fixed: list) -> list:
         if after.bit.get(name):
             out.append(f"{name} still bites after the patch in {len(after.bit[name])} items, "
                        f"e.g. {after.bit[name][0]}")
-    new = [i for i in after.fails if i not in set(before.fails)]
+    failed_before = set(before.fails)
+    new = [i for i in after.fails if i not in failed_before]
     if new:
         out.append(f"{len(new)} items fail after the patch and not before, e.g. {new[0]}")
     # a known cause biting more often is a new defect a reviewed name would hide: the
     # patch unmasked it, or widened its window (counts, not ids: a call the patch adds
     # may renumber the points after it)
     for name in sorted(set(after.bit) - set(fixed)):
-        was, now = before.bit.get(name, []), after.bit[name]
+        was, now = set(before.bit.get(name, [])), after.bit[name]
         if len(now) > len(was):
-            gained = [i for i in now if i not in set(was)] or now
+            gained = [i for i in now if i not in was] or now
             out.append(f"{name} bites in more items after the patch ({len(was)} -> "
                        f"{len(now)}), e.g. {gained[0]}")
     return out
