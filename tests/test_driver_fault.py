@@ -5,7 +5,9 @@ every server and checks that nothing is held.
 On clean Nova 34 a source that fails ``migrate_disk_and_power_off`` leaves the
 destination's move claim in its tracker (healed only by the destination's next
 periodic) and the migration context on the instance: the reviewed root cause
-``driver-resize-instance-fails-dest-claim-kept``, the same in fork and fresh mode.
+``driver-resize-instance-fails-dest-claim-kept``; and it puts the server in ERROR
+while its guest runs untouched on the source (``_error_out_instance_on_exception``):
+``driver-resize-instance-fails-server-errored``. The same in fork and fresh mode.
 """
 import json
 
@@ -54,7 +56,7 @@ def test_a_call_every_ending_makes_the_same_way_is_one_item():
 
 
 @pytest.mark.parametrize("mode", ["fork", "fresh"])
-def test_a_failed_power_off_leaves_the_destination_s_claim_and_the_context(tmp_path, mode):
+def test_a_failed_power_off_leaves_the_claim_the_context_and_an_error(tmp_path, mode):
     report = tmp_path / "driver.json"
     proc = cli("run", "pinned-hugepages", "--fault", "driver", "--point", SENDING,
                "--ending", "confirm", "--mode", mode, "--jobs", "2", "--json", str(report))
@@ -63,10 +65,14 @@ def test_a_failed_power_off_leaves_the_destination_s_claim_and_the_context(tmp_p
     assert item["fired"] == ["host-a (driver.migrate_disk_and_power_off raised libvirtError)"]
     # Nova handled it: no API error reached the run, every planned checkpoint was reached
     assert item["verdict"] == "known", item["problems"][:4]
-    assert item["causes"]["bit"] == ["driver-resize-instance-fails-dest-claim-kept"]
+    assert item["causes"]["bit"] == ["driver-resize-instance-fails-dest-claim-kept",
+                                     "driver-resize-instance-fails-server-errored"]
     assert not [p for p in item["problems"] if p["kind"] != "finding"], item["problems"][:4]
     seen = {(f["checkpoint"], f["check"], f["where"], str(f["seen"])) for f in item["findings"]}
     assert ("after-failure", "rt", "host-b pinned pCPUs", "4") in seen
     assert ("after-failure", "recovery", "server vm1 migration context after the failure",
             "'set (migration 1)'") in seen
+    # the kept context does not hide the ERROR: the recovery oracle reports both
+    assert ("after-failure", "recovery", "server vm1 vm_state after the failure",
+            "'error (its guest runs untouched on host-a, where its move started)'") in seen
     assert not [f for f in item["findings"] if f["checkpoint"] == "after-delete"]

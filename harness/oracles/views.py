@@ -133,7 +133,9 @@ def instance(ctx, uuid, attrs):
 def left_behind(cloud) -> list:
     """``(server, what, seen)`` for what a recovered move left: a server not at
     VERIFY_RESIZE keeps no task state, no migration context, no migration in
-    progress; and one whose guest runs untouched where it was is not in ERROR."""
+    progress; and one whose guest runs untouched where it was is not in ERROR,
+    whether or not the failed move also left its migration context (that is
+    reported apart, above: a kept context must not hide the ERROR)."""
     from nova import context
     from nova.compute import vm_states
     ctx = context.get_admin_context()
@@ -151,7 +153,7 @@ def left_behind(cloud) -> list:
         if migration is not None and migration.status not in OVER:
             out.append((server, "migration status", migration.status))
         if (inst.vm_state == vm_states.ERROR and inst.task_state is None
-                and inst.migration_context is None and unmoved(inst, migration)
+                and unmoved(inst, migration)
                 and running_on(cloud, inst.name) == [inst.host]):
             out.append((server, "vm_state", f"error (its guest runs untouched on {inst.host}, "
                         f"where its move started)"))

@@ -136,6 +136,7 @@ class TestLiveMigrationRollbackDropClaimFails(
                 'host': 'host-b', 'block_migration': 'auto'}})
             vm1 = self._wait_for_server_parameter(
                 vm1, {'OS-EXT-STS:task_state': None})
+        self.assertEqual('ACTIVE', vm1['status'])
         self.assertEqual((None, False, False), self._move_left(vm1))
 
         self._run_periodics()

@@ -148,6 +148,9 @@ class TestLiveMigrationRollbackDropClaimReplyLostContextKept(
                 'compute_rollback_live_migration_at_destination', 'success')
             vm1 = self._wait_for_server_parameter(
                 vm1, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
+        # FIXME(bug): the server is in ERROR while its guest runs
+        # untouched on host-a; this should be ACTIVE
+        self.assertEqual('ERROR', vm1['status'])
         # FIXME(bug): the move is left half-done; this should be
         # (None, False, False)
         self.assertEqual((None, True, False), self._move_left(vm1))
