@@ -35,8 +35,9 @@ class TestDriverLiveMigrationDestPrecheckFailsServerErrored(
         base.LibvirtMigrationMixin, base.ServersTestBase):
     """Live migration: a libvirt error in the destination's
     check_can_live_migrate_destination (its own pre-checks before the claim,
-    or the driver calls after it) reaches the conductor unwrapped; it puts a
-    server whose guest never left the source in ERROR.
+    or the driver calls after it), or placement's 503 in its claim's tracker
+    update, reaches the conductor unwrapped; it puts a server whose guest
+    never left the source in ERROR.
 
     The destination's check_can_live_migrate_destination runs the libvirt
     driver's own checks (capabilities, CPU comparison, the shared-storage
